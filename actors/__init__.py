@@ -1,0 +1,1 @@
+"""Imperative shell: Redis, rq, Ray and the recovery CLI."""

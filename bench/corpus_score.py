@@ -1,0 +1,52 @@
+"""Score the catalogue on the labelled development corpus (CONTRACTS.md scoring).
+
+Prints one JSON line: accuracy, counts, false auto-recoveries and the wrong rows.
+Usage: python bench/corpus_score.py [PATH] [--verbose]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from catalogue.classifier import default_catalogue
+from catalogue.corpus import evidence_from_row, score_rows
+
+DEFAULT_CORPUS = Path(__file__).parent / "data" / "real_errors.dev.jsonl"
+
+
+def main(argv: list[str]) -> int:
+    paths = [a for a in argv if not a.startswith("--")]
+    path = Path(paths[0]) if paths else DEFAULT_CORPUS
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    catalogue = default_catalogue()
+    now = datetime.now(UTC)
+    score = score_rows(rows, lambda e: catalogue.classify(e, now))
+    print(
+        json.dumps(
+            {
+                "rows": score.total,
+                "right": score.right,
+                "accuracy": round(score.accuracy, 4),
+                "false_auto_recoveries": len(score.false_auto_recoveries),
+                "false_auto_recovery_rows": score.false_auto_recoveries,
+                "wrong": [
+                    {"id": rid, "label": label, "predicted": predicted}
+                    for rid, label, predicted in score.wrong
+                ],
+            }
+        )
+    )
+    if "--verbose" in argv:
+        by_id = {row["id"]: row for row in rows}
+        for rid, _label, _predicted in score.wrong:
+            explanation = catalogue.explain(evidence_from_row(by_id[rid]), now)
+            matched = [r.id for r in explanation.matched]
+            print(f"{rid}: rule={explanation.classification.rule} matched={matched}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

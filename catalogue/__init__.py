@@ -1,0 +1,1 @@
+"""Provider-error catalogue: evidence in, deterministic classification out. Pure."""

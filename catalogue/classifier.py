@@ -1,0 +1,294 @@
+"""The deterministic classifier: evidence in, one Classification out.
+
+Candidate rules are found through an index (key word, HTTP status, exit code), so the
+cost of a classification grows with the evidence's length, not with the catalogue's size.
+Candidates are then tried in rank order; see `catalogue.rules` for the ordering and for
+wrapper rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+
+from catalogue.classification import Classification, HintSource
+from catalogue.codes import (
+    CATALOGUE_VERSION,
+    UNCLASSIFIED,
+    Confidence,
+    ErrorClass,
+    Scope,
+    code_info,
+)
+from catalogue.evidence import Evidence, EvidenceKind
+from catalogue.rules import Rule, Tier, load_builtin_rules, ordered
+from catalogue.sanitize import sanitize
+from catalogue.text import (
+    TOKEN,
+    TextViews,
+    make_views,
+    report_lines,
+    status_in_text,
+    undecorated_lines,
+)
+from catalogue.timing import parse_header_timing, parse_timing
+
+NO_MATCH_RULE = "catalogue.no_match.v1"
+PROSE_RULE = "catalogue.chunk_is_not_an_error_report.v1"
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """Evidence reduced to what rules look at."""
+
+    evidence: Evidence
+    text: str
+    views: TextViews
+    status: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    classification: Classification
+    winner: Rule | None
+    matched: tuple[Rule, ...]
+    subject: Subject
+
+
+class Catalogue:
+    """An ordered, indexed rule set. Immutable once built."""
+
+    def __init__(self, rules: Sequence[Rule], version: str = CATALOGUE_VERSION) -> None:
+        self.version = version
+        self.rules: tuple[Rule, ...] = tuple(ordered(rules))
+        by_key: dict[str, list[int]] = {}
+        by_status: dict[int, list[int]] = {}
+        by_exit: dict[int, list[int]] = {}
+        for position, rule in enumerate(self.rules):
+            for key in rule.keys:
+                by_key.setdefault(key, []).append(position)
+            if not rule.keys:
+                for status in rule.status:
+                    by_status.setdefault(status, []).append(position)
+                for exit_code in rule.exit_codes:
+                    by_exit.setdefault(exit_code, []).append(position)
+        self._by_key = {k: tuple(v) for k, v in by_key.items()}
+        self._by_status = {k: tuple(v) for k, v in by_status.items()}
+        self._by_exit = {k: tuple(v) for k, v in by_exit.items()}
+
+    # -- matching -------------------------------------------------------------------------
+
+    def _candidates(self, subject: Subject) -> list[Rule]:
+        positions: set[int] = set()
+        by_key = self._by_key
+        for token in subject.views.tokens:
+            hit = by_key.get(token)
+            if hit:
+                positions.update(hit)
+        if subject.status is not None:
+            positions.update(self._by_status.get(subject.status, ()))
+        if subject.evidence.exit_code is not None:
+            positions.update(self._by_exit.get(subject.evidence.exit_code, ()))
+        return [self.rules[p] for p in sorted(positions)]
+
+    def matching(self, subject: Subject) -> Iterator[Rule]:
+        """Every rule whose conditions hold, in rank order."""
+        for rule in self._candidates(subject):
+            if _holds(rule, subject):
+                yield rule
+
+    def select(self, subject: Subject) -> tuple[Rule | None, tuple[Rule, ...]]:
+        """The winning rule and, for explanation, every rule that held."""
+        matched = tuple(self.matching(subject))
+        return _winner(matched), matched
+
+    def _first(self, subject: Subject) -> Rule | None:
+        # The hot path: stop at the first decisive match instead of collecting them all.
+        wrapper: Rule | None = None
+        for rule in self._candidates(subject):
+            if not _holds(rule, subject):
+                continue
+            if rule.wrapper:
+                wrapper = wrapper or rule
+            elif wrapper is None or rule.tier is not Tier.STATUS:
+                return rule
+        return wrapper
+
+    # -- subjects -------------------------------------------------------------------------
+
+    def subject_of(self, evidence: Evidence) -> Subject | None:
+        """What the rules see, or None for a message chunk that is not an error report."""
+        text = evidence.combined_text()
+        if evidence.kind is EvidenceKind.MESSAGE_CHUNK:
+            text = self._error_report_of(text)
+            if not text:
+                return None
+            views = make_views(text)
+            return Subject(evidence, text, views, status_in_text(views.flat))
+        views = make_views(text)
+        status = evidence.http_status
+        if status is None and evidence.kind is not EvidenceKind.EXIT:
+            status = status_in_text(views.flat)
+        return Subject(evidence, text, views, status)
+
+    def _error_report_of(self, chunk: str) -> str:
+        # Assistant prose is never evidence: keep only lines that open with an error
+        # prefix, or that a signature rule matches from their first character.
+        kept = report_lines(chunk)
+        for line in undecorated_lines(chunk):
+            if line not in kept and self._anchored_signature(line):
+                kept.append(line)
+        return "\n".join(kept)
+
+    def _anchored_signature(self, line: str) -> bool:
+        positions: set[int] = set()
+        for token in TOKEN.findall(line):
+            positions.update(self._by_key.get(token, ()))
+        for position in positions:
+            rule = self.rules[position]
+            if rule.tier <= Tier.NEUTRAL and any(p.match(line) for p in rule.match):
+                return True
+        return False
+
+    # -- results --------------------------------------------------------------------------
+
+    def classify(self, evidence: Evidence, now: datetime | None = None) -> Classification:
+        """Classify one piece of evidence. `now` is the reference time for relative and
+        clock-time hints when the evidence has no `observed_at`; with neither, no timing
+        hint is produced (it could not be validated)."""
+        subject = self.subject_of(evidence)
+        if subject is None:
+            return self._unclassified(evidence, PROSE_RULE, evidence.combined_text())
+        rule = self._first(subject)
+        if rule is None:
+            return self._unclassified(evidence, NO_MATCH_RULE, subject.text)
+        return self._classification(rule, subject, now)
+
+    def explain(self, evidence: Evidence, now: datetime | None = None) -> Explanation:
+        subject = self.subject_of(evidence)
+        if subject is None:
+            subject = Subject(evidence, "", make_views(""), None)
+            result = self._unclassified(evidence, PROSE_RULE, evidence.combined_text())
+            return Explanation(result, None, (), subject)
+        winner, matched = self.select(subject)
+        if winner is None:
+            result = self._unclassified(evidence, NO_MATCH_RULE, subject.text)
+        else:
+            result = self._classification(winner, subject, now)
+        return Explanation(result, winner, matched, subject)
+
+    def _classification(self, rule: Rule, subject: Subject, now: datetime | None) -> Classification:
+        evidence = subject.evidence
+        if rule.confidence is Confidence.LOW:
+            # Weak evidence is unclassified for policy; the rule id says what it looked like.
+            return self._unclassified(evidence, rule.id, subject.text, Confidence.LOW)
+        info = code_info(rule.code)
+        retry_after_s, reset_at, source = None, None, None
+        reference = evidence.observed_at or now
+        if info.uses_timing and reference is not None:
+            retry_after_s, reset_at, source = _timing(evidence, reference)
+        return Classification.model_construct(
+            code=rule.code,
+            error_class=info.error_class,
+            confidence=rule.confidence,
+            scope=rule.scope,
+            rule=rule.id,
+            catalogue_version=self.version,
+            provider=evidence.provider,
+            model=evidence.model,
+            phase=evidence.phase,
+            occurred_at=evidence.observed_at,
+            retry_after_s=retry_after_s,
+            reset_at=reset_at,
+            hint_source=source,
+            safe_excerpt=sanitize(evidence.combined_text()),
+        )
+
+    def _unclassified(
+        self,
+        evidence: Evidence,
+        rule_id: str,
+        text: str,
+        confidence: Confidence = Confidence.LOW,
+    ) -> Classification:
+        return Classification.model_construct(
+            code=UNCLASSIFIED,
+            error_class=ErrorClass.UNCLASSIFIED,
+            confidence=confidence,
+            scope=Scope.REQUEST,
+            rule=rule_id,
+            catalogue_version=self.version,
+            provider=evidence.provider,
+            model=evidence.model,
+            phase=evidence.phase,
+            occurred_at=evidence.observed_at,
+            retry_after_s=None,
+            reset_at=None,
+            hint_source=None,
+            safe_excerpt=sanitize(evidence.combined_text() or text),
+        )
+
+
+def _holds(rule: Rule, subject: Subject) -> bool:
+    evidence = subject.evidence
+    if rule.kinds and evidence.kind not in rule.kinds:
+        return False
+    if rule.providers and evidence.provider not in rule.providers:
+        return False
+    if rule.agents and evidence.agent not in rule.agents:
+        return False
+    if rule.status and subject.status not in rule.status:
+        return False
+    if rule.exit_codes and evidence.exit_code not in rule.exit_codes:
+        return False
+    if rule.keys and rule.keys.isdisjoint(subject.views.tokens):
+        return False
+    views = subject.views.views()
+    if rule.match and not any(p.search(v) for p in rule.match for v in views):
+        return False
+    if not all(any(p.search(v) for v in views) for p in rule.require):
+        return False
+    return not any(p.search(v) for p in rule.unless for v in views)
+
+
+def _winner(matched: Sequence[Rule]) -> Rule | None:
+    wrapper: Rule | None = None
+    for rule in matched:
+        if rule.wrapper:
+            wrapper = wrapper or rule
+        elif wrapper is None or rule.tier is not Tier.STATUS:
+            return rule
+    return wrapper
+
+
+def _timing(
+    evidence: Evidence, now: datetime
+) -> tuple[float | None, datetime | None, HintSource | None]:
+    hint = parse_header_timing(evidence.headers, now) if evidence.headers else None
+    if hint is None and evidence.text:
+        hint = parse_timing(evidence.text, now)
+    source: HintSource | None = hint.source if hint else None
+    if hint is None and evidence.body:
+        hint = parse_timing(evidence.body, now)
+        if hint is not None:
+            source = "structured" if hint.source == "structured" else "body"
+    if hint is None:
+        return None, None, None
+    return hint.retry_after_s, hint.reset_at, source
+
+
+@cache
+def default_catalogue() -> Catalogue:
+    """The catalogue built from the shipped rule files (loaded once per process)."""
+    return Catalogue(load_builtin_rules())
+
+
+def classify(evidence: Evidence, now: datetime | None = None) -> Classification:
+    """Classify with the shipped catalogue."""
+    return default_catalogue().classify(evidence, now)
+
+
+def explain(evidence: Evidence, now: datetime | None = None) -> Explanation:
+    return default_catalogue().explain(evidence, now)

@@ -1,0 +1,222 @@
+"""Catalogue rules: data files in `catalogue/rules/`, loaded and checked once.
+
+A rule is a set of conditions over one piece of evidence. Rules are ordered by tier
+(structured metadata, exact provider or agent signatures, provider-neutral signatures,
+bare HTTP status, broad patterns) and then by an explicit priority; the first rule whose
+conditions all hold wins. A *wrapper* rule (a transport-loss or process-exit line that
+usually wraps the real cause) only wins when no other signature matches.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from importlib import resources
+from typing import Any, TypeVar
+
+from catalogue.codes import CODES, Confidence, Scope, code_info
+from catalogue.evidence import EvidenceKind
+
+RULE_ID = re.compile(r"^[a-z0-9_\-]+(\.[a-z0-9_\-]+)*\.v[0-9]+$")
+KEY = re.compile(r"^\w+$")
+
+
+class Tier(IntEnum):
+    STRUCTURED = 1
+    EXACT = 2
+    NEUTRAL = 3
+    STATUS = 4
+    BROAD = 5
+
+
+_DEFAULT_CONFIDENCE = {
+    Tier.STRUCTURED: Confidence.HIGH,
+    Tier.EXACT: Confidence.HIGH,
+    Tier.NEUTRAL: Confidence.HIGH,
+    Tier.STATUS: Confidence.MEDIUM,
+    Tier.BROAD: Confidence.MEDIUM,
+}
+
+
+class RuleError(ValueError):
+    """A rule file that cannot be loaded; the message names the file, rule and field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    code: str
+    tier: Tier
+    confidence: Confidence
+    scope: Scope
+    why: str
+    keys: frozenset[str] = frozenset()
+    match: tuple[re.Pattern[str], ...] = ()
+    require: tuple[re.Pattern[str], ...] = ()
+    unless: tuple[re.Pattern[str], ...] = ()
+    status: frozenset[int] = frozenset()
+    exit_codes: frozenset[int] = frozenset()
+    kinds: frozenset[EvidenceKind] = frozenset()
+    providers: frozenset[str] = frozenset()
+    agents: frozenset[str] = frozenset()
+    wrapper: bool = False
+    priority: int = 100
+    source: str = field(default="", compare=False)
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        return (int(self.tier), self.priority)
+
+
+_ALLOWED_FIELDS = frozenset(
+    {
+        "id", "code", "tier", "confidence", "scope", "why", "keys", "match", "require",
+        "unless", "status", "exit_codes", "kinds", "providers", "agents", "wrapper",
+        "priority",
+    }
+)  # fmt: skip
+
+
+def _strings(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
+    value = raw.get(name, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RuleError(f"{where}.{name}: must be a string or a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _patterns(raw: Mapping[str, Any], name: str, where: str) -> tuple[re.Pattern[str], ...]:
+    compiled = []
+    for text in _strings(raw, name, where):
+        if text != text.lower() and "\\" not in text:
+            raise RuleError(f"{where}.{name}: patterns match lowercase text, got {text!r}")
+        try:
+            compiled.append(re.compile(text))
+        except re.error as exc:
+            raise RuleError(f"{where}.{name}: invalid regular expression {text!r}: {exc}") from exc
+    return tuple(compiled)
+
+
+def _statuses(raw: Mapping[str, Any], name: str, where: str) -> frozenset[int]:
+    out: set[int] = set()
+    values = raw.get(name, [])
+    if not isinstance(values, list):
+        values = [values]
+    for value in values:
+        if isinstance(value, int) and not isinstance(value, bool):
+            out.add(value)
+        elif isinstance(value, str) and re.fullmatch(r"\d{3}-\d{3}", value):
+            low, high = (int(v) for v in value.split("-"))
+            out.update(range(low, high + 1))
+        else:
+            raise RuleError(f"{where}.{name}: expected a status or 'low-high', got {value!r}")
+    return frozenset(out)
+
+
+_E = TypeVar("_E", Confidence, Scope)
+
+
+def _enum_value(enum: type[_E], raw: Mapping[str, Any], name: str, where: str, default: _E) -> _E:
+    if name not in raw:
+        return default
+    try:
+        return enum(raw[name])
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum)
+        raise RuleError(f"{where}.{name}: must be one of {allowed}, got {raw[name]!r}") from None
+
+
+def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
+    rule_id = raw.get("id")
+    where = f"{source}[{rule_id or '?'}]"
+    if not isinstance(rule_id, str) or not RULE_ID.match(rule_id):
+        raise RuleError(f"{where}.id: must be a versioned dotted id like 'a.b.v1', got {rule_id!r}")
+    unknown = set(raw) - _ALLOWED_FIELDS
+    if unknown:
+        raise RuleError(f"{where}: unknown field(s) {sorted(unknown)}")
+    code = raw.get("code")
+    if code not in CODES:
+        raise RuleError(f"{where}.code: not in the code registry, got {code!r}")
+    tier_name = raw.get("tier")
+    try:
+        tier = Tier[str(tier_name).upper()]
+    except KeyError:
+        names = ", ".join(t.name.lower() for t in Tier)
+        raise RuleError(f"{where}.tier: must be one of {names}, got {tier_name!r}") from None
+    why = raw.get("why")
+    if not isinstance(why, str) or not why.strip():
+        raise RuleError(f"{where}.why: every rule says why it exists")
+    keys = frozenset(k.lower() for k in _strings(raw, "keys", where))
+    bad_keys = [k for k in keys if not KEY.match(k)]
+    if bad_keys:
+        raise RuleError(f"{where}.keys: keys are single words, got {bad_keys!r}")
+    rule = Rule(
+        id=rule_id,
+        code=code,
+        tier=tier,
+        confidence=_enum_value(Confidence, raw, "confidence", where, _DEFAULT_CONFIDENCE[tier]),
+        scope=_enum_value(Scope, raw, "scope", where, code_info(code).scope),
+        why=why.strip(),
+        keys=keys,
+        match=_patterns(raw, "match", where),
+        require=_patterns(raw, "require", where),
+        unless=_patterns(raw, "unless", where),
+        status=_statuses(raw, "status", where),
+        exit_codes=_statuses(raw, "exit_codes", where),
+        kinds=frozenset(EvidenceKind(k) for k in _strings(raw, "kinds", where)),
+        providers=frozenset(p.lower() for p in _strings(raw, "providers", where)),
+        agents=frozenset(a.lower() for a in _strings(raw, "agents", where)),
+        wrapper=bool(raw.get("wrapper", False)),
+        priority=int(raw.get("priority", 100)),
+        source=source,
+    )
+    _check_indexable(rule, where)
+    return rule
+
+
+def _check_indexable(rule: Rule, where: str) -> None:
+    # Every rule must be reachable through the index: by a key word, a status or an exit
+    # code. A rule with text patterns needs keys so it is never evaluated on every input.
+    if rule.match and not rule.keys:
+        raise RuleError(f"{where}.keys: a rule with text patterns needs index keys")
+    if not (rule.keys or rule.status or rule.exit_codes):
+        raise RuleError(f"{where}: needs keys, a status or exit codes to be indexable")
+
+
+def load_rule_file(name: str, text: str) -> list[Rule]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError(f"{name}: not valid TOML: {exc}") from exc
+    raws = data.get("rule", [])
+    if not isinstance(raws, list):
+        raise RuleError(f"{name}: expected [[rule]] tables")
+    return [parse_rule(raw, name) for raw in raws]
+
+
+def load_builtin_rules() -> list[Rule]:
+    """Every rule shipped in `catalogue/rules/*.toml`; ids must be unique."""
+    folder = resources.files("catalogue") / "rules"
+    rules: list[Rule] = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".toml"):
+            rules.extend(load_rule_file(entry.name, entry.read_text(encoding="utf-8")))
+    check_unique(rules)
+    return rules
+
+
+def check_unique(rules: Sequence[Rule]) -> None:
+    seen: dict[str, str] = {}
+    for rule in rules:
+        if rule.id in seen:
+            raise RuleError(f"{rule.source}[{rule.id}].id: also defined in {seen[rule.id]}")
+        seen[rule.id] = rule.source
+
+
+def ordered(rules: Iterable[Rule]) -> list[Rule]:
+    """Rules in evaluation order: tier, then priority, then file order (stable)."""
+    return sorted(rules, key=lambda r: r.rank)
