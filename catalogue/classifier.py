@@ -26,11 +26,11 @@ from catalogue.evidence import Evidence, EvidenceKind
 from catalogue.rules import Rule, Tier, load_builtin_rules, ordered
 from catalogue.sanitize import sanitize
 from catalogue.text import (
-    TOKEN,
     TextViews,
     make_views,
     report_lines,
     status_in_text,
+    tokens_of,
     undecorated_lines,
 )
 from catalogue.timing import parse_header_timing, parse_timing
@@ -63,12 +63,12 @@ class Catalogue:
     def __init__(self, rules: Sequence[Rule], version: str = CATALOGUE_VERSION) -> None:
         self.version = version
         self.rules: tuple[Rule, ...] = tuple(ordered(rules))
-        by_key: dict[str, list[int]] = {}
+        by_key: dict[bytes, list[int]] = {}
         by_status: dict[int, list[int]] = {}
         by_exit: dict[int, list[int]] = {}
         for position, rule in enumerate(self.rules):
             for key in rule.keys:
-                by_key.setdefault(key, []).append(position)
+                by_key.setdefault(key.encode("ascii"), []).append(position)
             if not rule.keys:
                 for status in rule.status:
                     by_status.setdefault(status, []).append(position)
@@ -144,7 +144,7 @@ class Catalogue:
 
     def _anchored_signature(self, line: str) -> bool:
         positions: set[int] = set()
-        for token in TOKEN.findall(line):
+        for token in tokens_of(line):
             positions.update(self._by_key.get(token, ()))
         for position in positions:
             rule = self.rules[position]
@@ -189,7 +189,7 @@ class Catalogue:
         reference = evidence.observed_at or now
         if info.uses_timing and reference is not None:
             retry_after_s, reset_at, source = _timing(evidence, reference)
-        return Classification.model_construct(
+        return Classification(
             code=rule.code,
             error_class=info.error_class,
             confidence=rule.confidence,
@@ -213,7 +213,7 @@ class Catalogue:
         text: str,
         confidence: Confidence = Confidence.LOW,
     ) -> Classification:
-        return Classification.model_construct(
+        return Classification(
             code=UNCLASSIFIED,
             error_class=ErrorClass.UNCLASSIFIED,
             confidence=confidence,
@@ -243,7 +243,7 @@ def _holds(rule: Rule, subject: Subject) -> bool:
         return False
     if rule.exit_codes and evidence.exit_code not in rule.exit_codes:
         return False
-    if rule.keys and rule.keys.isdisjoint(subject.views.tokens):
+    if rule.keys and rule.key_bytes.isdisjoint(subject.views.tokens):
         return False
     views = subject.views.views()
     if rule.match and not any(p.search(v) for p in rule.match for v in views):

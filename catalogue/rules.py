@@ -21,7 +21,7 @@ from catalogue.codes import CODES, Confidence, Scope, code_info
 from catalogue.evidence import EvidenceKind
 
 RULE_ID = re.compile(r"^[a-z0-9_\-]+(\.[a-z0-9_\-]+)*\.v[0-9]+$")
-KEY = re.compile(r"^\w+$")
+KEY = re.compile(r"^[a-z0-9_]+$")
 
 
 class Tier(IntEnum):
@@ -54,6 +54,7 @@ class Rule:
     scope: Scope
     why: str
     keys: frozenset[str] = frozenset()
+    key_bytes: frozenset[bytes] = frozenset()  # the same keys, as the tokenizer yields them
     match: tuple[re.Pattern[str], ...] = ()
     require: tuple[re.Pattern[str], ...] = ()
     unless: tuple[re.Pattern[str], ...] = ()
@@ -153,7 +154,7 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
     keys = frozenset(k.lower() for k in _strings(raw, "keys", where))
     bad_keys = [k for k in keys if not KEY.match(k)]
     if bad_keys:
-        raise RuleError(f"{where}.keys: keys are single words, got {bad_keys!r}")
+        raise RuleError(f"{where}.keys: keys are single ASCII words [a-z0-9_], got {bad_keys!r}")
     rule = Rule(
         id=rule_id,
         code=code,
@@ -162,6 +163,7 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
         scope=_enum_value(Scope, raw, "scope", where, code_info(code).scope),
         why=why.strip(),
         keys=keys,
+        key_bytes=frozenset(k.encode("ascii") for k in keys),
         match=_patterns(raw, "match", where),
         require=_patterns(raw, "require", where),
         unless=_patterns(raw, "unless", where),

@@ -14,18 +14,31 @@ from dataclasses import dataclass
 
 _SPACE_RUN = re.compile(r"\s+")
 _LINE_BREAK = re.compile(r"[ \t]*\r?\n[ \t]*")
-TOKEN = re.compile(r"\w+")
+# Tokens are maximal runs of ASCII letters, digits and underscores. Tokenising the UTF-8
+# bytes with one translate() keeps this step a few microseconds (rule keys are ASCII words,
+# which rules.py enforces).
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_TOKEN_TABLE = bytes(b if b in _WORD_BYTES else 0x20 for b in range(256))
 
-# Where a status code is stated in prose rather than given as a field. First match wins;
-# only 4xx and 5xx count.
-_STATUS_IN_TEXT = re.compile(
+
+def tokens_of(text: str) -> set[bytes]:
+    return set(text.encode("utf-8", "surrogatepass").translate(_TOKEN_TABLE).split())
+
+
+def collapse_spaces(text: str) -> str:
+    return " ".join(text.split())
+
+
+# Where a status code is stated in prose rather than given as a field: a 4xx/5xx number
+# (not part of a longer number) preceded by one of these contexts.
+_STATUS_NUMBER = re.compile(r"(?<![\d.,])([45]\d\d)(?!\d|[.,]\d)")
+_STATUS_CONTEXT = re.compile(
     r"(?:status(?: code)?(?: is)?[:= ]\s*\(?|(?:error )?code\"?(?: is)?:?\s*|"
     r"unexpected status |http(?:/[12](?:\.[01])?)?[ :]\s*|"
-    r"httpstatuscode\"?:\s*|<status:\s*|error:?\s*\(?|message:\s*|^|\n|\[)"
-    r"([45]\d\d)(?!\d|[.,]\d)"
+    r"httpstatuscode\"?:\s*|<status:\s*|error:?\s*\(?|message:\s*|\n|\[)$"
 )
 _STATUS_PHRASE = re.compile(
-    r"\b([45]\d\d) (?:too many requests|service unavailable|bad gateway|gateway timeout|"
+    r" (?:too many requests|service unavailable|bad gateway|gateway timeout|"
     r"internal server error|unauthorized|forbidden|not found|bad request|payment required|"
     r"request entity too large|overloaded)"
 )
@@ -35,7 +48,7 @@ _STATUS_PHRASE = re.compile(
 class TextViews:
     flat: str
     joined: str | None
-    tokens: frozenset[str]
+    tokens: frozenset[bytes]
 
     def views(self) -> tuple[str, ...]:
         return (self.flat,) if self.joined is None else (self.flat, self.joined)
@@ -43,21 +56,26 @@ class TextViews:
 
 def make_views(text: str) -> TextViews:
     lowered = text.lower()
-    flat = _SPACE_RUN.sub(" ", lowered).strip()
-    tokens = set(TOKEN.findall(flat))
+    flat = collapse_spaces(lowered)
+    tokens = tokens_of(flat)
     joined: str | None = None
     if "\n" in lowered:
-        candidate = _SPACE_RUN.sub(" ", _LINE_BREAK.sub("", lowered)).strip()
+        candidate = collapse_spaces(_LINE_BREAK.sub("", lowered))
         if candidate != flat:
             joined = candidate
-            tokens.update(TOKEN.findall(joined))
+            tokens.update(tokens_of(joined))
     return TextViews(flat, joined, frozenset(tokens))
 
 
 def status_in_text(lowered: str) -> int | None:
     """An HTTP status stated in the text ("API Error: 529", "status code 429", "[503 ]")."""
-    match = _STATUS_IN_TEXT.search(lowered) or _STATUS_PHRASE.search(lowered)
-    return int(match.group(1)) if match else None
+    for match in _STATUS_NUMBER.finditer(lowered):
+        start, end = match.span(1)
+        if start == 0 or _STATUS_CONTEXT.search(lowered, max(0, start - 24), start):
+            return int(match.group(1))
+        if _STATUS_PHRASE.match(lowered, end):
+            return int(match.group(1))
+    return None
 
 
 # An agent message chunk is evidence only when a line of it is itself an error report.

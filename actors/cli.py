@@ -1,0 +1,35 @@
+"""The `recovery` command line. Subcommands live in small modules beside this one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from actors import cli_catalogue
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="recovery",
+        description="Provider-error recovery runtime for coding-agent fleets.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cli_catalogue.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`); nothing more to say.
+        sys.stderr.close()
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Per-resource circuit state machine with an exclusive probe lease. Pure."""

@@ -1,0 +1,1 @@
+"""Policy documents, validation, legacy normalisation and evaluation. Pure."""
