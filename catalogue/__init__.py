@@ -3,7 +3,7 @@
 Pure: no I/O, no clocks, no randomness. `now` is always passed in.
 """
 
-from catalogue.classification import Classification, HintSource
+from catalogue.classification import Classification
 from catalogue.classifier import Catalogue, Explanation, classify, default_catalogue, explain
 from catalogue.codes import (
     CATALOGUE_VERSION,
@@ -22,7 +22,7 @@ from catalogue.codes import (
 from catalogue.evidence import Evidence, EvidenceKind
 from catalogue.rules import Rule, RuleError, Tier
 from catalogue.sanitize import MAX_EXCERPT_BYTES, sanitize
-from catalogue.timing import TimingHint, parse_header_timing, parse_timing
+from catalogue.timing import HintSource, TimingHint, parse_header_timing, parse_timing
 
 __all__ = [
     "CATALOGUE_VERSION",

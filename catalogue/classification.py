@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from catalogue.codes import CATALOGUE_VERSION, Confidence, ErrorClass, Scope
-
-HintSource = Literal["header", "body", "text", "structured"]
+from catalogue.timing import HintSource
 
 
 class Classification(BaseModel):

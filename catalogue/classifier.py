@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 
-from catalogue.classification import Classification, HintSource
+from catalogue.classification import Classification
 from catalogue.codes import (
     CATALOGUE_VERSION,
     UNCLASSIFIED,
@@ -33,7 +33,7 @@ from catalogue.text import (
     tokens_of,
     undecorated_lines,
 )
-from catalogue.timing import parse_header_timing, parse_timing
+from catalogue.timing import HintSource, parse_header_timing, parse_timing
 
 NO_MATCH_RULE = "catalogue.no_match.v1"
 PROSE_RULE = "catalogue.chunk_is_not_an_error_report.v1"

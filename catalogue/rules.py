@@ -140,7 +140,7 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
     if unknown:
         raise RuleError(f"{where}: unknown field(s) {sorted(unknown)}")
     code = raw.get("code")
-    if code not in CODES:
+    if not isinstance(code, str) or code not in CODES:
         raise RuleError(f"{where}.code: not in the code registry, got {code!r}")
     tier_name = raw.get("tier")
     try:
