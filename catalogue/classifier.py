@@ -112,7 +112,7 @@ class Catalogue:
                 continue
             if rule.wrapper:
                 wrapper = wrapper or rule
-            elif wrapper is None or rule.tier is not Tier.STATUS:
+            elif wrapper is None or _states_a_cause(rule):
                 return rule
         return wrapper
 
@@ -258,9 +258,14 @@ def _winner(matched: Sequence[Rule]) -> Rule | None:
     for rule in matched:
         if rule.wrapper:
             wrapper = wrapper or rule
-        elif wrapper is None or rule.tier is not Tier.STATUS:
+        elif wrapper is None or _states_a_cause(rule):
             return rule
     return wrapper
+
+
+def _states_a_cause(rule: Rule) -> bool:
+    # What may override a wrapper: a signature, not a bare status or a weak pattern.
+    return rule.tier is not Tier.STATUS and rule.confidence is not Confidence.LOW
 
 
 def _timing(

@@ -56,6 +56,10 @@ class TextViews:
 
 def make_views(text: str) -> TextViews:
     lowered = text.lower()
+    if "\\n" in lowered:
+        # JSON printed inside another message keeps its escaped line breaks ("an internal
+        # \\n  error"); read them as the line breaks they were.
+        lowered = lowered.replace("\\r\\n", "\n").replace("\\n", "\n")
     flat = collapse_spaces(lowered)
     tokens = tokens_of(flat)
     joined: str | None = None
