@@ -52,10 +52,10 @@ def worst_case_inputs(catalogue: Catalogue, corpus: list[Evidence]) -> list[Evid
     texts = [
         (every_key + " ") * (KIB4 // (len(every_key) + 1) + 1),
         "\n".join(e.combined_text() for e in corpus),
-        ("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"api_\n    error\"}} ") * 80,
+        ('API Error: 529 {"type":"error","error":{"type":"api_\n    error"}} ') * 80,
         "stream disconnected before completion: " * 110,
         "rate limit " * 400,
-        "".join(random.Random(7).choice("abc XYZ:/{}\"\n0123") for _ in range(KIB4)),
+        "".join(random.Random(7).choice('abc XYZ:/{}"\n0123') for _ in range(KIB4)),
     ]
     out = []
     for text in texts:

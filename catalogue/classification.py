@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from catalogue.codes import CATALOGUE_VERSION, Confidence, ErrorClass, Scope

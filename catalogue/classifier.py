@@ -232,20 +232,24 @@ class Catalogue:
 
 
 def _holds(rule: Rule, subject: Subject) -> bool:
+    return _identity_fits(rule, subject) and _text_fits(rule, subject.views)
+
+
+def _identity_fits(rule: Rule, subject: Subject) -> bool:
     evidence = subject.evidence
-    if rule.kinds and evidence.kind not in rule.kinds:
+    return not (
+        (rule.kinds and evidence.kind not in rule.kinds)
+        or (rule.providers and evidence.provider not in rule.providers)
+        or (rule.agents and evidence.agent not in rule.agents)
+        or (rule.status and subject.status not in rule.status)
+        or (rule.exit_codes and evidence.exit_code not in rule.exit_codes)
+    )
+
+
+def _text_fits(rule: Rule, text: TextViews) -> bool:
+    if rule.keys and rule.key_bytes.isdisjoint(text.tokens):
         return False
-    if rule.providers and evidence.provider not in rule.providers:
-        return False
-    if rule.agents and evidence.agent not in rule.agents:
-        return False
-    if rule.status and subject.status not in rule.status:
-        return False
-    if rule.exit_codes and evidence.exit_code not in rule.exit_codes:
-        return False
-    if rule.keys and rule.key_bytes.isdisjoint(subject.views.tokens):
-        return False
-    views = subject.views.views()
+    views = text.views()
     if rule.match and not any(p.search(v) for p in rule.match for v in views):
         return False
     if not all(any(p.search(v) for v in views) for p in rule.require):

@@ -2,15 +2,20 @@
 
 ``sanitize`` strips control characters, collapses blank-line runs, redacts credentials,
 e-mail addresses and user names in home paths, and cuts the result to at most
-``MAX_EXCERPT_BYTES`` of UTF-8. It is idempotent: replacement markers never match a
-pattern again, and a truncated excerpt is only returned once it is a fixed point.
-Every pattern is linear (no nested quantifiers over overlapping classes) and sits behind a
-cheap substring check, because this runs inside every classification.
+``MAX_EXCERPT_BYTES`` of UTF-8 ending with "…". It is idempotent: markers never match a
+pattern again, and a truncated excerpt is returned only once it is a fixed point.
+
+It runs inside every classification, so it is built for speed: every pattern is linear (no
+nested quantifiers over overlapping classes) and starts with a literal, which CPython finds
+with a fast substring search; each pass is skipped after one substring test when its literal
+is absent. Word boundaries are checked by look-behinds placed after the literal or in
+Python, never at the start of a pattern (that would force a slow position-by-position scan).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 
 __all__ = ["MAX_EXCERPT_BYTES", "sanitize"]
 
@@ -19,150 +24,253 @@ MAX_EXCERPT_BYTES = 4096
 _ELLIPSIS = "…"
 _MARK = "[REDACTED]"
 _EMAIL_MARK = "[EMAIL]"
-# Inputs are cut to this many characters before any regex runs; the partial token at the
-# cut is dropped so a secret straddling it cannot survive as an unrecognisable fragment.
+# Longer inputs are cut to this many characters before any pattern runs; the partial token
+# at the cut is dropped so a secret straddling it cannot survive as an unrecognised stub.
 _PRECUT_CHARS = 16 * 1024
 _BUDGET = MAX_EXCERPT_BYTES - len(_ELLIPSIS.encode())
 
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F)) + b"\t\n"
 # ANSI CSI / OSC sequences, C0/C1 controls except \t and \n, bidi overrides, lone surrogates.
 _CONTROL = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*\x07?"
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
 _BLANK_LINES = re.compile(r"\n(?:[ \t]*\n){3,}")
-# A run of characters that could belong to one token (reversed text is matched from 0).
-_TOKEN_RUN = re.compile(r"[^\s\"'`,;()\[\]{}<>]*")
+# ASCII characters a secret token may contain (every pattern that needs a whole token to
+# recognise it is ASCII); matched on the reversed text from position 0.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9!#$%&*+./:=?@\\^_|~-]*")
 
 _PEM = re.compile(
     r"-----BEGIN [A-Z ]{0,24}PRIVATE KEY-----.*?(?:-----END [A-Z ]{0,24}PRIVATE KEY-----|\Z)",
     re.DOTALL,
 )
 
-# Key names: an optional run of `word_` / `word-` segments, then a secret-ish word, then the
-# separator. The look-behind lets a name start only at the start of its run (linear).
-_NAME_START = r"(?<![\w-])-{0,2}(?:[A-Za-z0-9]+[_-])*?"
-_SEP = r"(?P<sep>(?:\\?[\"'])?[ \t]*[:=][ \t]*|\\?[\"'][ \t]*,[ \t]*)"
+# Name/value patterns run on the lower-cased text, matched only where str.find saw the name.
+# The separator covers `k=v`, `k: v`, `"k": "v"`, `\"k\": \"v\"` and `(b'k', b'v')`; quoted
+# values end at their quote, bare ones at a delimiter, header values at the end of the line.
+_SEP = r"(?:(?:\\?[\"'])?[ \t]*[:=][ \t]*|(?P<comma>\\?[\"'][ \t]*,[ \t]*))"
 _QUOTED = r"b?\"(?P<dq>(?:[^\"\\\n]|\\.)*)|b?'(?P<sq>(?:[^'\\\n]|\\.)*)|\\\"(?P<eq>[^\\\"\n]*)"
-_HEADER = re.compile(
-    _NAME_START + r"(?:authorization|cookie)" + _SEP + r"(?:" + _QUOTED + r"|(?P<bare>[^\s…][^\r\n]*))",
-    re.IGNORECASE,
+_HEADER_VALUE = _SEP + rf"(?:{_QUOTED}|(?P<bare>[^\s…][^\r\n]*))"
+_BARE = r"[^\s…\"'`,;&<>()\[\]{}\\][^\s\"'`,;&<>()\[\]{}\\]*"
+# ...or, in prose, a long opaque value shortly after the name: "Invalid API key 3f9c0a…".
+_ASSIGN_VALUE = (
+    rf"(?:{_SEP}(?:{_QUOTED}|(?P<bare>{_BARE}))|s?[^\w\n]{{1,4}}(?P<v>[a-z0-9+/_.=-]{{20,}}))"
 )
-_ASSIGN = re.compile(
-    _NAME_START
-    + r"(?:(?:access|refresh|auth|session|id|bearer|client|api)[_-]?token|token"
-    r"|(?:client[_-]?|app[_-]?)?secret|(?:secret[_-]?)?access[_-]?key|secret[_-]?key"
-    r"|private[_-]?key|api[_-]?key|password|passwd|passphrase)"
-    + _SEP
-    + r"(?:"
-    + _QUOTED
-    + r"|(?P<bare>[^\s…\"'`,;&<>()\[\]{}\\][^\s\"'`,;&<>()\[\]{}\\]*))",
-    re.IGNORECASE,
-)
-# A long opaque value after a secret-ish word in prose ("Invalid API key 3f9c…").
-_GENERIC = re.compile(
-    r"\b(?:api[ _-]?key|access[ _-]?key|secret|token|password|credential)s?\b[^\w\n]{1,4}"
-    r"(?P<v>[A-Za-z0-9+/_.=-]{20,})",
-    re.IGNORECASE,
-)
-_BEARER = re.compile(
-    r"\b(?P<scheme>bearer|basic)[ \t]+(?P<v>[A-Za-z0-9._~+/=-]+)", re.IGNORECASE
-)
+_BEARER_VALUE = r"[ \t]+(?P<v>[a-z0-9._~+/=-]+)"
+_VALUES = ("dq", "sq", "eq", "bare", "v")
+_KEY_OWNERS = ("api", "access", "secret", "private")
 _NOT_TOKENS = frozenset(
-    "token tokens auth authentication authorization scheme header credential credentials "
-    "realm required is was missing invalid expired".split()
+    (
+        *("token", "tokens", "auth", "authentication", "authorization", "scheme", "header"),
+        *("credential", "credentials", "realm", "required", "is", "was", "missing"),
+        *("invalid", "expired"),
+    )
 )
 
-_KEYS = re.compile(
-    r"\b(?P<p>sk-ant-(?:[a-z]{2,8}\d{2}-)?|sk-or-v1-|sk-(?:proj|svcacct|admin)-|sk-|gsk_"
-    r"|xai-|gh[pousr]_|github_pat_|hf_|r8_|pplx-|xox[abposr]-|[sr]k_(?:live|test)_|ya29\.|AIza)"
-    r"[A-Za-z0-9_-]{20,}"
-    r"|\b(?P<aws>AKIA|ASIA)[A-Z0-9]{16,}"
-    r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?"
+# Provider key prefixes on a word boundary, then a realistic body (checked by look-ahead
+# first, which rejects most separators in ordinary text after a few characters).
+_NB = r"(?<![A-Za-z0-9])"
+_BODY = r"(?=[A-Za-z0-9_-]{20})(?P<body>[A-Za-z0-9_-]+)"
+_KEY_DASH = re.compile(
+    rf"-(?=[A-Za-z0-9_-]{{20}})(?:(?<={_NB}sk-)(?P<sub>ant-(?:[a-z]{{2,8}}\d\d-)?|or-v1-|proj-"
+    rf"|svcacct-|admin-)?|(?<={_NB}xai-)|(?<={_NB}pplx-)|(?<={_NB}xox[abposr]-)){_BODY}"
 )
-_KEY_HINTS = (
-    "sk-", "k_live_", "k_test_", "gsk_", "xai-", "gh", "hf_", "r8_", "pplx-", "xox",
-    "ya29.", "AIza", "AKIA", "ASIA", "eyJ",
-)  # fmt: skip
-
-_SCHEME = r"\b[A-Za-z][A-Za-z0-9+.-]{0,15}://"
-_USERINFO = re.compile(r"(?P<pre>" + _SCHEME + r")(?P<v>[^\s/?#@\"'<>]+)@")
-_QUERY = re.compile(r"(?P<pre>" + _SCHEME + r"[^\s?#\"'<>]*\?)(?P<v>[^\s…#\"'<>)][^\s#\"'<>)]*)")
-_EMAIL = re.compile(
-    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![A-Za-z0-9-])"
+_KEY_UNDERSCORE = re.compile(
+    rf"_(?=[A-Za-z0-9_-]{{20}})(?:(?<={_NB}gsk_)|(?<={_NB}gh[pousr]_)|(?<={_NB}hf_)"
+    rf"|(?<={_NB}r8_)|(?<=github_pat_)|(?<={_NB}[sr]k_live_)|(?<={_NB}[sr]k_test_)){_BODY}"
 )
-_HOME = re.compile(
-    r"(?<![\w.~-])(?:(?:/home|/Users|[A-Za-z]:[\\/]{1,2}Users)[\\/]{1,2}[^/\\\s\"'<>:]+"
-    r"|/root(?![\w.-]))"
+_KEY_A = re.compile(
+    r"A(?<![A-Za-z0-9]A)(?:Iza(?P<body>[A-Za-z0-9_-]{20,})|[KS]IA(?=[A-Z0-9]{16})[\w-]+)"
 )
+_KEY_OAUTH = re.compile(rf"ya29\.(?<={_NB}ya29\.){_BODY}")
+_JWT = re.compile(r"eyJ(?<![A-Za-z0-9]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}(?:\.[\w-]*)?")
+
+_USERINFO = re.compile(r"://(?P<v>[^\s/?#@\"'<>]+)@")
+_QUERY = re.compile(r"://[^\s?#\"'<>]*\?(?P<v>[^\s…#\"'<>)][^\s#\"'<>)]*)")
+_EMAIL_DOMAIN = re.compile(r"@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![A-Za-z0-9-])")
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_EMAIL_LOCAL = _ASCII_LETTERS | frozenset("0123456789._%+-")
+_HOME_SLASH = re.compile(r"/(?:home|Users)/{1,2}[^/\\\s\"'<>:]+|/root(?![\w.-])")
+_HOME_BACKSLASH = re.compile(r"\\{1,2}Users[\\/]{1,2}[^/\\\s\"'<>:]+")
+
+Edit = tuple[int, int, str]
+Decide = Callable[[re.Match[str], str, int], Edit | None]
 
 
-def _replace_value(match: re.Match[str], *groups: str) -> str:
-    """Replace the first participating value group of `match` by the marker."""
-    for group in groups:
-        value = match.group(group)
-        if value is None:
+def _rewrite(text: str, matches: Iterable[re.Match[str]], decide: Decide) -> str:
+    """Apply `decide`'s edits for `matches` (in text order) to `text`, skipping overlaps."""
+    parts: list[str] = []
+    last = 0
+    for match in matches:
+        if match.start() < last:
             continue
-        if not value or value == _MARK:
-            return match.group(0)
-        whole, base = match.group(0), match.start()
-        return whole[: match.start(group) - base] + _MARK + whole[match.end(group) - base :]
-    return match.group(0)
+        edit = decide(match, text, last)
+        if edit is not None:
+            start, end, new = edit
+            parts += (text[last:start], new)
+            last = end
+    if not parts:
+        return text
+    parts.append(text[last:])
+    return "".join(parts)
 
 
-def _header_or_assignment(match: re.Match[str]) -> str:
-    return _replace_value(match, "dq", "sq", "eq", "bare")
+def _name_ok(text: str, low: str, start: int, name: str) -> bool:
+    """Is the name at `start` a whole key name (`token`, `access_token`, `apiToken`, ...)?"""
+    if name == "key":  # only api/access/secret/private keys: not `monkey`, not `primary_key`
+        return low[max(0, start - 9) : start].rstrip("_- ").endswith(_KEY_OWNERS)
+    if start == 0 or not text[start - 1].isalnum():
+        return True
+    return text[start].isupper() and not text[start - 1].isupper()  # camelCase part
 
 
-def _generic(match: re.Match[str]) -> str:
+def _tuple_name(match: re.Match[str]) -> bool:
+    """A `(b'name', b'value')` pair (a header tuple) needs the whole name quoted after `(`."""
+    low, i = match.string, match.start()
+    while i > 0 and (low[i - 1].isalnum() or low[i - 1] in "_-"):
+        i -= 1
+    return i > 0 and low[i - 1] in "'\"" and low[max(0, i - 4) : i - 1].endswith(("(", "(b"))
+
+
+def _named_matches(text: str, low: str, name: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
+    """Non-overlapping matches of `pattern` in `low` at whole-name occurrences of `name`."""
+    matches: list[re.Match[str]] = []
+    end = 0
+    i = low.find(name)
+    while i >= 0:
+        if i >= end and _name_ok(text, low, i, name):
+            match = pattern.match(low, i)
+            if match is not None and (_tuple_name(match) or not match.groupdict().get("comma")):
+                matches.append(match)
+                end = match.end()
+        i = low.find(name, i + 1)
+    return matches
+
+
+def _value_edit(match: re.Match[str], text: str, last: int = 0) -> Edit | None:
+    """Replace the value group of `match` by the marker unless it is empty or one already."""
+    for group in _VALUES:
+        start = match.start(group) if group in match.re.groupindex else -1
+        if start >= 0:
+            end = match.end(group)
+            value = text[start:end]
+            return None if not value or value == _MARK else (start, end, _MARK)
+    return None
+
+
+def _assignment(match: re.Match[str], text: str, last: int) -> Edit | None:
     value = match.group("v")
-    if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
-        return match.group(0)
-    return _replace_value(match, "v")
+    if value is not None and not (
+        any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+    ):
+        return None  # prose values must look opaque: digits and letters
+    return _value_edit(match, text)
 
 
-def _bearer(match: re.Match[str]) -> str:
-    token = match.group("v")
-    if token.lower() in _NOT_TOKENS:
-        return match.group(0)
-    if match.group("scheme").lower() == "basic" and (
+def _bearer(match: re.Match[str], text: str, last: int) -> Edit | None:
+    token = text[match.start("v") : match.end("v")]
+    if token.lower().rstrip(".") in _NOT_TOKENS:
+        return None
+    if match.string.startswith("basic", match.start()) and (
         len(token) < 8 or (token.isalpha() and token[1:].islower())
     ):
-        return match.group(0)  # prose such as "Basic authentication", not a credential
-    return _replace_value(match, "v")
+        return None  # prose such as "Basic authentication", not a credential
+    return _value_edit(match, text)
 
 
-def _key(match: re.Match[str]) -> str:
-    prefix = match.group("p") or match.group("aws") or ""
-    return prefix + _MARK
+def _named_pattern(name: str, value: str) -> re.Pattern[str]:
+    return re.compile(name + value)
 
 
-def _url_part(match: re.Match[str]) -> str:
-    return _replace_value(match, "v")
+_NAMED: tuple[tuple[str, re.Pattern[str], Decide], ...] = (
+    ("authorization", _named_pattern("authorization", _HEADER_VALUE), _value_edit),
+    ("cookie", _named_pattern("cookie", _HEADER_VALUE), _value_edit),
+    ("token", _named_pattern("token", _ASSIGN_VALUE), _assignment),
+    ("secret", _named_pattern("secret", _ASSIGN_VALUE), _assignment),
+    ("key", _named_pattern("key", _ASSIGN_VALUE), _assignment),
+    ("pass", _named_pattern("pass(?:word|wd|phrase)", _ASSIGN_VALUE), _assignment),
+    ("bearer", _named_pattern("bearer", _BEARER_VALUE), _bearer),
+    ("basic", _named_pattern("basic", _BEARER_VALUE), _bearer),
+)
+
+
+def _email(match: re.Match[str], text: str, last: int) -> Edit | None:
+    start = match.start()
+    while start > last and text[start - 1] in _EMAIL_LOCAL:
+        start -= 1
+    return None if start == match.start() else (start, match.end(), _EMAIL_MARK)
+
+
+def _starts_path(text: str, i: int) -> bool:
+    return i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_.~-")
+
+
+def _home(match: re.Match[str], text: str, last: int) -> Edit | None:
+    start = match.start()
+    drive = start - 2
+    windows = drive >= last and text[start - 1] == ":" and text[drive] in _ASCII_LETTERS
+    if windows and _starts_path(text, drive):
+        return (drive, match.end(), "~")  # C:\Users\name or C:/Users/name
+    if text.startswith("\\", start) or not _starts_path(text, start):
+        return None
+    return (start, match.end(), "~")
+
+
+def _keep_prefix(match: re.Match[str]) -> str:
+    """Keep the matched text before the secret body (a diagnostic prefix), mark the rest."""
+    body = match.start("body") if match.start("body") >= 0 else match.start() + 4
+    return match.group(0)[: body - match.start()] + _MARK
+
+
+def _url_value(match: re.Match[str]) -> str:
+    whole, base = match.group(0), match.start()
+    start, end = match.start("v") - base, match.end("v") - base
+    return whole if whole[start:end] == _MARK else whole[:start] + _MARK + whole[end:]
+
+
+def _lower(text: str) -> str:
+    """Lower-case `text` keeping every index in place (a few characters grow when lowered)."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
 
 
 def _redact(text: str) -> str:
-    """Apply every redaction whose cheap precheck passes; idempotent by construction."""
-    low = text.lower()
-    if "private key-----" in low:
+    """Redact until nothing changes: a marker can give a later match the boundary it lacked."""
+    for _ in range(8):
+        redacted = _redact_once(text)
+        if redacted == text:
+            break
+        text = redacted
+    return text
+
+
+def _redact_once(text: str) -> str:
+    """Apply every redaction; each is skipped after one substring test when it cannot apply."""
+    if "PRIVATE KEY-----" in text:
         text = _PEM.sub(_MARK, text)
-    if "authorization" in low or "cookie" in low:
-        text = _HEADER.sub(_header_or_assignment, text)
-    if "token" in low or "key" in low or "secret" in low or "pass" in low:
-        text = _ASSIGN.sub(_header_or_assignment, text)
-        text = _GENERIC.sub(_generic, text)
-    if "bearer" in low or "basic" in low:
-        text = _BEARER.sub(_bearer, text)
-    if "://" in text:
-        if "@" in text:
-            text = _USERINFO.sub(_url_part, text)
-        if "?" in text:
-            text = _QUERY.sub(_url_part, text)
-    if any(hint in text for hint in _KEY_HINTS):
-        text = _KEYS.sub(_key, text)
+    low = _lower(text)
+    for name, pattern, decide in _NAMED:
+        if pattern.search(low) is not None:
+            redacted = _rewrite(text, _named_matches(text, low, name, pattern), decide)
+            if redacted is not text:
+                text, low = redacted, _lower(redacted)
+    if ("@" in text or "?" in text) and "://" in text:
+        text = _QUERY.sub(_url_value, _USERINFO.sub(_url_value, text))
+    for hint, pattern in (("-", _KEY_DASH), ("_", _KEY_UNDERSCORE), ("A", _KEY_A)):
+        if hint in text:
+            text = pattern.sub(_keep_prefix, text)
+    if "ya29." in text:
+        text = _KEY_OAUTH.sub(_keep_prefix, text)
+    if "J" in text and "eyJ" in text:
+        text = _JWT.sub(_MARK, text)
     if "@" in text:
-        text = _EMAIL.sub(_EMAIL_MARK, text)
-    if "/home/" in text or "Users" in text or "/root" in text:
-        text = _HOME.sub("~", text)
+        text = _rewrite(text, _EMAIL_DOMAIN.finditer(text), _email)
+    if "/" in text and _HOME_SLASH.search(text):
+        text = _rewrite(text, _HOME_SLASH.finditer(text), _home)
+    if "\\" in text and "Users" in text:
+        text = _rewrite(text, _HOME_BACKSLASH.finditer(text), _home)
     return text
 
 
@@ -172,11 +280,11 @@ def _drop_partial_token(text: str) -> str:
     return text[: len(text) - run.end()] if run else text
 
 
-def _truncate(text: str, cut_before: bool) -> str:
+def _truncate(text: str) -> str:
     """Cut to the byte budget and end with the ellipsis, returning only a fixed point."""
     encoded = text.encode("utf-8")
     head = encoded[:_BUDGET].decode("utf-8", "ignore")
-    if len(encoded) > _BUDGET or not cut_before:
+    if len(encoded) > _BUDGET:
         head = _drop_partial_token(head)
     for _ in range(8):
         candidate = head + _ELLIPSIS
@@ -191,11 +299,11 @@ def sanitize(text: str) -> str:
     cut = len(text) > _PRECUT_CHARS
     if cut:
         text = _drop_partial_token(text[:_PRECUT_CHARS])
-    if not text.isprintable():
+    if not text.isascii() or text.encode("ascii").translate(None, _PRINTABLE_ASCII):
         text = _CONTROL.sub("", text)
-        if text.count("\n") > 3:
-            text = _BLANK_LINES.sub("\n\n\n", text)
+    if "\n" in text:
+        text = _BLANK_LINES.sub("\n\n\n", text)
     text = _redact(text)
-    if cut or len(text) * 4 > MAX_EXCERPT_BYTES and len(text.encode("utf-8")) > MAX_EXCERPT_BYTES:
-        return _truncate(text, cut)
+    if cut or (len(text) * 4 > MAX_EXCERPT_BYTES and len(text.encode()) > MAX_EXCERPT_BYTES):
+        return _truncate(text)
     return text

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import redis
@@ -81,11 +81,9 @@ def system_redis(data_dir: Path) -> Iterator[str]:
         _wait_ready(process)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        try:
-            # A server that cannot save ignores SIGTERM: always stop with NOSAVE.
+        # A server that cannot save ignores SIGTERM: always stop with NOSAVE.
+        with suppress(redis.ConnectionError):
             redis.Redis(port=port, socket_timeout=5).shutdown(nosave=True)
-        except redis.ConnectionError:
-            pass
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -51,7 +51,9 @@ def test_transport_loss_wrapper_alone_is_transport_lost() -> None:
 def test_status_alone_never_beats_a_wrapper() -> None:
     # A bare status cannot tell what broke inside the wrapped stream.
     result = classify(
-        Evidence(kind="sdk_exception", http_status=500, text="Claude Code process exited with code 1")
+        Evidence(
+            kind="sdk_exception", http_status=500, text="Claude Code process exited with code 1"
+        )
     )
     assert result.code == "agent_transport_lost"
 

@@ -20,9 +20,7 @@ KINDS = st.sampled_from(list(EvidenceKind))
 STATUSES = st.none() | st.integers(min_value=100, max_value=599)
 # Words the rules look for, so generated text actually reaches the rule patterns.
 RULE_WORDS = sorted({key for rule in default_catalogue().rules for key in rule.keys})
-TEXTY = st.lists(
-    st.sampled_from(RULE_WORDS) | st.text(max_size=12), max_size=40
-).map(" ".join)
+TEXTY = st.lists(st.sampled_from(RULE_WORDS) | st.text(max_size=12), max_size=40).map(" ".join)
 
 
 def _check(result_code: str, excerpt: str) -> None:
@@ -39,7 +37,9 @@ def test_arbitrary_text_never_raises(text: str, kind: EvidenceKind, status: int 
 
 @settings(max_examples=200, deadline=None)
 @given(raw=st.binary(max_size=4096), kind=KINDS)
-def test_arbitrary_bytes_decoded_with_replacement_never_raise(raw: bytes, kind: EvidenceKind) -> None:
+def test_arbitrary_bytes_decoded_with_replacement_never_raise(
+    raw: bytes, kind: EvidenceKind
+) -> None:
     text = raw.decode("utf-8", errors="replace")
     result = classify(Evidence(kind=kind, text=text, body=text), NOW)
     _check(result.code, result.safe_excerpt)
@@ -80,7 +80,11 @@ CANARIES = st.sampled_from(
 @settings(max_examples=200, deadline=None)
 @given(
     template=CANARIES,
-    secret=st.text(alphabet="abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789", min_size=36, max_size=40),
+    secret=st.text(
+        alphabet="abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789",
+        min_size=36,
+        max_size=40,
+    ),
     before=st.sampled_from(["", "API Error: 401 ", "invalid x-api-key: ", "x" * 4090]),
     after=st.sampled_from(["", " (request id req_011CX)", " overloaded_error"]),
 )
