@@ -250,11 +250,11 @@ def _text_fits(rule: Rule, text: TextViews) -> bool:
     if rule.keys and rule.key_bytes.isdisjoint(text.tokens):
         return False
     views = text.views()
-    if rule.match and not any(p.search(v) for p in rule.match for v in views):
+    if rule.match_probes and not any(p.found_in(v) for p in rule.match_probes for v in views):
         return False
-    if not all(any(p.search(v) for v in views) for p in rule.require):
+    if not all(any(p.found_in(v) for v in views) for p in rule.require_probes):
         return False
-    return not any(p.search(v) for p in rule.unless for v in views)
+    return not any(p.found_in(v) for p in rule.unless_probes for v in views)
 
 
 def _winner(matched: Sequence[Rule]) -> Rule | None:

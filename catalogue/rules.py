@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from importlib import resources
 from typing import Any, TypeVar
 
 from catalogue.codes import CODES, Confidence, Scope, code_info
 from catalogue.evidence import EvidenceKind
+from catalogue.literals import required_literals
 
 RULE_ID = re.compile(r"^[a-z0-9_\-]+(\.[a-z0-9_\-]+)*\.v[0-9]+$")
 KEY = re.compile(r"^[a-z0-9_]+$")
@@ -41,6 +42,24 @@ _DEFAULT_CONFIDENCE = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A pattern and the literals one of which any match must contain."""
+
+    pattern: re.Pattern[str]
+    literals: tuple[str, ...] | None
+
+    @classmethod
+    def of(cls, pattern: re.Pattern[str]) -> Probe:
+        return cls(pattern, required_literals(pattern))
+
+    def found_in(self, text: str) -> bool:
+        literals = self.literals
+        if literals is not None and not any(lit in text for lit in literals):
+            return False
+        return self.pattern.search(text) is not None
+
+
 class RuleError(ValueError):
     """A rule file that cannot be loaded; the message names the file, rule and field."""
 
@@ -58,6 +77,10 @@ class Rule:
     match: tuple[re.Pattern[str], ...] = ()
     require: tuple[re.Pattern[str], ...] = ()
     unless: tuple[re.Pattern[str], ...] = ()
+    # The same patterns, each behind a cheap substring check (see catalogue.literals).
+    match_probes: tuple[Probe, ...] = ()
+    require_probes: tuple[Probe, ...] = ()
+    unless_probes: tuple[Probe, ...] = ()
     status: frozenset[int] = frozenset()
     exit_codes: frozenset[int] = frozenset()
     kinds: frozenset[EvidenceKind] = frozenset()
@@ -177,7 +200,12 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
         source=source,
     )
     _check_indexable(rule, where)
-    return rule
+    return replace(
+        rule,
+        match_probes=tuple(Probe.of(p) for p in rule.match),
+        require_probes=tuple(Probe.of(p) for p in rule.require),
+        unless_probes=tuple(Probe.of(p) for p in rule.unless),
+    )
 
 
 def _check_indexable(rule: Rule, where: str) -> None:

@@ -1,0 +1,73 @@
+"""Required literals of a regular expression, for a cheap `in` check before a scan.
+
+Scanning a text with a pattern that has bounded gaps (`.{0,40}`) costs tens of steps per
+position; asking whether the text contains a substring the pattern cannot match without
+is a single C-level search. For each pattern we derive the literal runs it requires: one
+per top-level alternative (the text must contain at least one of them), or nothing when
+some alternative has no usable literal.
+"""
+
+from __future__ import annotations
+
+import re
+from re import _constants as sre  # type: ignore[attr-defined]  # stdlib internals, stable in 3.11+
+from re import _parser as sre_parse  # type: ignore[attr-defined]  # idem
+from typing import Any
+
+MIN_LITERAL = 3
+
+
+def _longest_run(items: Any) -> str:
+    best, run = "", []
+    for op, arg in items:
+        if op is sre.LITERAL:
+            run.append(chr(arg))
+            continue
+        if op is sre.AT:
+            continue  # zero-width: the literals on both sides stay adjacent
+        if op is sre.SUBPATTERN and _single_sequence(arg[-1]):
+            inner = _longest_run(arg[-1])
+            best = max(best, "".join(run), inner, key=len)
+            run = []
+            continue
+        best = max(best, "".join(run), key=len)
+        run = []
+    return max(best, "".join(run), key=len)
+
+
+def _single_sequence(items: Any) -> bool:
+    return not any(op is sre.BRANCH for op, _ in items)
+
+
+def _branch_literals(branches: Any) -> tuple[str, ...] | None:
+    literals: list[str] = []
+    for branch in branches:
+        found = _requirement(list(branch))
+        if found is None:
+            return None
+        literals.extend(found)
+    return tuple(dict.fromkeys(literals))
+
+
+def _requirement(items: list[Any]) -> tuple[str, ...] | None:
+    """The longest required literal run, else the literals of a required alternation."""
+    run = _longest_run(items)
+    if len(run) >= MIN_LITERAL:
+        return (run,)
+    for op, arg in items:
+        if op is sre.BRANCH:
+            return _branch_literals(arg[1])
+        if op is sre.SUBPATTERN and not _single_sequence(arg[-1]):
+            inner = list(arg[-1])
+            if len(inner) == 1 and inner[0][0] is sre.BRANCH:
+                return _branch_literals(inner[0][1][1])
+    return None
+
+
+def required_literals(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
+    """Literals one of which every match contains, or None if none can be derived."""
+    try:
+        parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+    except (re.error, RecursionError):
+        return None
+    return _requirement(list(parsed))
