@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from actors import cli_catalogue
+from actors import cli_catalogue, cli_policy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cli_catalogue.register(commands)
+    cli_policy.register(commands)
     return parser
 
 

@@ -12,9 +12,11 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from actors.cli_policy import explain_decision
 from catalogue import Evidence, EvidenceKind, classify, default_catalogue, explain
 from catalogue.classification import Classification
 from catalogue.corpus import evidence_from_row, score_rows
+from policy.errors import PolicyError
 
 DEFAULT_CORPUS = Path("bench/data/real_errors.dev.jsonl")
 
@@ -39,6 +41,20 @@ def register(commands: Any) -> None:
     )
     explain_cmd.add_argument("--now", type=_aware_datetime, help="reference time for hints")
     explain_cmd.add_argument("--json", action="store_true", help="print JSON")
+    explain_cmd.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="also print the decision under this policy (dynamic profile, v1 document or "
+        "legacy rules JSON); the turn is assumed effect-safe",
+    )
+    explain_cmd.add_argument(
+        "--at", type=_aware_datetime, metavar="TIME", help="decision time (default: --now)"
+    )
+    explain_cmd.add_argument("--candidate", help="candidate id in a profile (default: first)")
+    explain_cmd.add_argument(
+        "--retry-ordinal", type=int, default=0, help="retries already used (default 0)"
+    )
     explain_cmd.set_defaults(run=run_explain)
 
     demo_cmd = commands.add_parser(
@@ -116,22 +132,44 @@ def run_explain(args: argparse.Namespace) -> int:
         agent=args.agent,
         provider=args.provider,
     )
-    result = explain(evidence, args.now or datetime.now(UTC))
+    now = args.now or args.at or datetime.now(UTC)
+    result = explain(evidence, now)
     out = result.classification
+    decision = None
+    if args.policy is not None:
+        try:
+            decision = explain_decision(
+                out,
+                args.policy,
+                args.at or now,
+                retry_ordinal=args.retry_ordinal,
+                candidate_id=args.candidate,
+            )
+        except PolicyError as exc:
+            print(json.dumps({"errors": [e.as_json() for e in exc.errors]}), file=sys.stderr)
+            return 2
     if args.json:
         payload = classification_json(out)
         payload["matched"] = [rule.id for rule in result.matched]
         payload["why"] = result.winner.why if result.winner else None
+        if decision is not None:
+            payload["decision"] = decision
         print(json.dumps(payload, ensure_ascii=False))
         return 0
     for line in _explanation_lines(result):
         print(line)
+    if decision is not None:
+        deadline = f" at {decision['deadline']}" if decision["deadline"] else ""
+        print(f"decision:   {decision['decision']}{deadline}: {decision['reason']}")
     return 0
 
 
 def _explanation_lines(result: Any) -> Iterator[str]:
     out = result.classification
-    yield f"code:       {out.code} ({out.error_class}, {out.confidence} confidence, scope {out.scope})"
+    yield (
+        f"code:       {out.code} ({out.error_class}, {out.confidence} confidence, "
+        f"scope {out.scope})"
+    )
     yield f"rule:       {out.rule}"
     if result.winner is not None:
         tier = result.winner.tier.name.lower()
