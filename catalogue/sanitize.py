@@ -1,20 +1,17 @@
 """Bounded, redacted excerpts of provider error text: the ``safe_excerpt``. Pure, stdlib only.
 
 ``sanitize`` strips control characters, collapses blank-line runs, redacts credentials,
-e-mail addresses and user names in home paths, and cuts the result to at most
-``MAX_EXCERPT_BYTES`` of UTF-8 ending with "…". It is idempotent: markers never match a
-pattern again, and a truncated excerpt is returned only once it is a fixed point.
-
-It runs inside every classification, so it is built for speed: every pattern is linear (no
-nested quantifiers over overlapping classes) and starts with a literal, which CPython finds
-with a fast substring search; each pass is skipped after one substring test when its literal
-is absent. Word boundaries are checked by look-behinds placed after the literal or in
-Python, never at the start of a pattern (that would force a slow position-by-position scan).
+e-mail addresses and home-path user names, and cuts to ``MAX_EXCERPT_BYTES`` of UTF-8 ending
+with "…". It is idempotent: redaction repeats to a fixed point and a cut excerpt is returned
+only once it is one. It runs in every classification, so every redaction pattern is linear and
+starts with a literal (CPython then scans with a fast substring search); word boundaries are
+checked after the literal or in Python, never by a leading look-behind (a slow scan).
 """
 
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable, Iterable
 
 __all__ = ["MAX_EXCERPT_BYTES", "sanitize"]
@@ -30,10 +27,12 @@ _PRECUT_CHARS = 16 * 1024
 _BUDGET = MAX_EXCERPT_BYTES - len(_ELLIPSIS.encode())
 
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F)) + b"\t\n"
-# ANSI CSI / OSC sequences, C0/C1 controls except \t and \n, bidi overrides, lone surrogates.
+# C0/C1 controls except \t and \n, bidi overrides and lone surrogates; an ESC takes its ANSI
+# CSI / OSC sequence with it. Intermediates (" ") are left out so "\x1b[ Bearer x" keeps its
+# "B". The character class comes first so CPython scans for it quickly.
 _CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*\x07?"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    r"(?:(?<=\x1b)(?:\[[0-?]*[@-~]|\][^\x07\x1b\n]*\x07?))?"
 )
 _BLANK_LINES = re.compile(r"\n(?:[ \t]*\n){3,}")
 # ASCII characters a secret token may contain (every pattern that needs a whole token to
@@ -51,21 +50,21 @@ _PEM = re.compile(
 _SEP = r"(?:(?:\\?[\"'])?[ \t]*[:=][ \t]*|(?P<comma>\\?[\"'][ \t]*,[ \t]*))"
 _QUOTED = r"b?\"(?P<dq>(?:[^\"\\\n]|\\.)*)|b?'(?P<sq>(?:[^'\\\n]|\\.)*)|\\\"(?P<eq>[^\\\"\n]*)"
 _HEADER_VALUE = _SEP + rf"(?:{_QUOTED}|(?P<bare>[^\s…][^\r\n]*))"
+_SCHEMES = r"(?:bearer[ \t]+|basic[ \t]+)*"  # "Bearer x" as a value is one credential
 _BARE = r"[^\s…\"'`,;&<>()\[\]{}\\][^\s\"'`,;&<>()\[\]{}\\]*"
-# ...or, in prose, a long opaque value shortly after the name: "Invalid API key 3f9c0a…".
-_ASSIGN_VALUE = (
-    rf"(?:{_SEP}(?:{_QUOTED}|(?P<bare>{_BARE}))|s?[^\w\n]{{1,4}}(?P<v>[a-z0-9+/_.=-]{{20,}}))"
-)
-_BEARER_VALUE = r"[ \t]+(?P<v>[a-z0-9._~+/=-]+)"
-_VALUES = ("dq", "sq", "eq", "bare", "v")
+_ASSIGN_VALUE = rf"{_SEP}(?:{_QUOTED}|(?P<bare>{_SCHEMES}{_BARE}))"
+# In prose, a long opaque value shortly after the name: "Invalid API key 3f9c0a…". A pass of
+# its own, so a rejected prose match cannot hide a `password=` inside its value.
+_PROSE_VALUE = r"s?[^\w\n]{1,4}(?P<v>[a-z0-9+/_.=-]{20,})"
+_BEARER_VALUE = rf"[ \t]+{_SCHEMES}(?P<v>[a-z0-9._~+/=-]+)"
+_QUOTED_VALUES = ("dq", "sq", "eq")
+_KEY_AFTER = re.compile(r"\\?[\"']:(?!/)")
+_ASSIGN_NAMES = ("token", "secret", "key", "pass(?:word|wd|phrase)")
 _KEY_OWNERS = ("api", "access", "secret", "private")
-_NOT_TOKENS = frozenset(
-    (
-        *("token", "tokens", "auth", "authentication", "authorization", "scheme", "header"),
-        *("credential", "credentials", "realm", "required", "is", "was", "missing"),
-        *("invalid", "expired"),
-    )
-)
+_NOT_TOKENS = {  # "Bearer token is missing" is prose, not a credential
+    *("token", "tokens", "auth", "authentication", "authorization", "scheme", "header"),
+    *("credential", "credentials", "realm", "required", "is", "was", "missing", "invalid"),
+}
 
 # Provider key prefixes on a word boundary, then a realistic body (checked by look-ahead
 # first, which rejects most separators in ordinary text after a few characters).
@@ -88,8 +87,8 @@ _JWT = re.compile(r"eyJ(?<![A-Za-z0-9]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,
 _USERINFO = re.compile(r"://(?P<v>[^\s/?#@\"'<>]+)@")
 _QUERY = re.compile(r"://[^\s?#\"'<>]*\?(?P<v>[^\s…#\"'<>)][^\s#\"'<>)]*)")
 _EMAIL_DOMAIN = re.compile(r"@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![A-Za-z0-9-])")
-_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_EMAIL_LOCAL = _ASCII_LETTERS | frozenset("0123456789._%+-")
+_LETTERS, _DIGITS = frozenset(string.ascii_letters), frozenset(string.digits)
+_EMAIL_LOCAL = frozenset(string.ascii_letters + string.digits + "._%+-")
 _HOME_SLASH = re.compile(r"/(?:home|Users)/{1,2}[^/\\\s\"'<>:]+|/root(?![\w.-])")
 _HOME_BACKSLASH = re.compile(r"\\{1,2}Users[\\/]{1,2}[^/\\\s\"'<>:]+")
 
@@ -132,38 +131,38 @@ def _tuple_name(match: re.Match[str]) -> bool:
     return i > 0 and low[i - 1] in "'\"" and low[max(0, i - 4) : i - 1].endswith(("(", "(b"))
 
 
-def _named_matches(text: str, low: str, name: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
-    """Non-overlapping matches of `pattern` in `low` at whole-name occurrences of `name`."""
+def _named_matches(text: str, low: str, name: str, first: re.Match[str]) -> list[re.Match[str]]:
+    """Non-overlapping matches like `first` in `low` at whole-name occurrences of `name`
+    (checking the name before matching keeps this linear when names are rejected)."""
     matches: list[re.Match[str]] = []
-    end = 0
-    i = low.find(name)
+    pattern, end = first.re, 0
+    paired = "comma" in pattern.groupindex
+    i = first.start()  # no earlier occurrence of the name matches
     while i >= 0:
         if i >= end and _name_ok(text, low, i, name):
             match = pattern.match(low, i)
-            if match is not None and (_tuple_name(match) or not match.groupdict().get("comma")):
+            if match is not None and (not paired or match.start("comma") < 0 or _tuple_name(match)):
                 matches.append(match)
-                end = match.end()
+                group = match.lastgroup  # the value: a quoted one may be a key, look inside
+                end = match.start(group) if group in _QUOTED_VALUES else match.end()
         i = low.find(name, i + 1)
     return matches
 
 
 def _value_edit(match: re.Match[str], text: str, last: int = 0) -> Edit | None:
-    """Replace the value group of `match` by the marker unless it is empty or one already."""
-    for group in _VALUES:
-        start = match.start(group) if group in match.re.groupindex else -1
-        if start >= 0:
-            end = match.end(group)
-            value = text[start:end]
-            return None if not value or value == _MARK else (start, end, _MARK)
-    return None
+    """Replace the value group of `match` by the marker unless it is empty or one already,
+    or is a quoted key (`cookie: "password": "x"`): that key's own pass redacts its value."""
+    group = match.lastgroup  # the value group closes last in every name pattern
+    start, end = match.span(group) if group else (0, 0)
+    value = text[start:end]
+    is_key = group in _QUOTED_VALUES and _KEY_AFTER.match(text, end)
+    return None if not value or value == _MARK or is_key else (start, end, _MARK)
 
 
 def _assignment(match: re.Match[str], text: str, last: int) -> Edit | None:
-    value = match.group("v")
-    if value is not None and not (
-        any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
-    ):
-        return None  # prose values must look opaque: digits and letters
+    value = match.group("v") if match.lastgroup == "v" else None
+    if value is not None and (_DIGITS.isdisjoint(value) or not value.strip("0123456789+/_.=-")):
+        return None  # a prose value must look opaque: digits and letters
     return _value_edit(match, text)
 
 
@@ -178,19 +177,16 @@ def _bearer(match: re.Match[str], text: str, last: int) -> Edit | None:
     return _value_edit(match, text)
 
 
-def _named_pattern(name: str, value: str) -> re.Pattern[str]:
-    return re.compile(name + value)
-
-
 _NAMED: tuple[tuple[str, re.Pattern[str], Decide], ...] = (
-    ("authorization", _named_pattern("authorization", _HEADER_VALUE), _value_edit),
-    ("cookie", _named_pattern("cookie", _HEADER_VALUE), _value_edit),
-    ("token", _named_pattern("token", _ASSIGN_VALUE), _assignment),
-    ("secret", _named_pattern("secret", _ASSIGN_VALUE), _assignment),
-    ("key", _named_pattern("key", _ASSIGN_VALUE), _assignment),
-    ("pass", _named_pattern("pass(?:word|wd|phrase)", _ASSIGN_VALUE), _assignment),
-    ("bearer", _named_pattern("bearer", _BEARER_VALUE), _bearer),
-    ("basic", _named_pattern("basic", _BEARER_VALUE), _bearer),
+    ("authorization", re.compile("authorization" + _HEADER_VALUE), _value_edit),
+    ("cookie", re.compile("cookie" + _HEADER_VALUE), _value_edit),
+    *(
+        (name.partition("(")[0], re.compile(name + value), _assignment)
+        for value in (_ASSIGN_VALUE, _PROSE_VALUE)
+        for name in _ASSIGN_NAMES
+    ),
+    ("bearer", re.compile("bearer" + _BEARER_VALUE), _bearer),
+    ("basic", re.compile("basic" + _BEARER_VALUE), _bearer),
 )
 
 
@@ -207,12 +203,12 @@ def _starts_path(text: str, i: int) -> bool:
 
 def _home(match: re.Match[str], text: str, last: int) -> Edit | None:
     start = match.start()
-    drive = start - 2
-    windows = drive >= last and text[start - 1] == ":" and text[drive] in _ASCII_LETTERS
-    if windows and _starts_path(text, drive):
-        return (drive, match.end(), "~")  # C:\Users\name or C:/Users/name
+    drive = start - 2  # C:\Users\name or C:/Users/name
+    is_drive = drive >= last and text[start - 1] == ":" and text[drive] in _LETTERS
+    if is_drive and _starts_path(text, drive):
+        return (drive, match.end(), "~")
     if text.startswith("\\", start) or not _starts_path(text, start):
-        return None
+        return None  # inside a longer path or word: src/home/x, /api/Users/1
     return (start, match.end(), "~")
 
 
@@ -252,8 +248,9 @@ def _redact_once(text: str) -> str:
         text = _PEM.sub(_MARK, text)
     low = _lower(text)
     for name, pattern, decide in _NAMED:
-        if pattern.search(low) is not None:
-            redacted = _rewrite(text, _named_matches(text, low, name, pattern), decide)
+        first = pattern.search(low)
+        if first is not None:
+            redacted = _rewrite(text, _named_matches(text, low, name, first), decide)
             if redacted is not text:
                 text, low = redacted, _lower(redacted)
     if ("@" in text or "?" in text) and "://" in text:
