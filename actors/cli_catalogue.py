@@ -13,6 +13,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from actors.cli_policy import explain_decision
+from actors.jsonlines import line_error, map_json_lines
 from catalogue import Evidence, EvidenceKind, classify, default_catalogue, explain
 from catalogue.classification import Classification
 from catalogue.corpus import evidence_from_row, score_rows
@@ -80,34 +81,20 @@ def run_classify(args: argparse.Namespace) -> int:
 
 
 def write_classifications(source: IO[str], sink: IO[str], now: datetime | None) -> None:
-    for number, line in enumerate(source, 1):
-        if not line.strip():
-            continue
-        sink.write(json.dumps(classify_line(line, number, now), ensure_ascii=False) + "\n")
-        sink.flush()
+    map_json_lines(source, sink, lambda data, number: classify_data(data, number, now))
 
 
-def classify_line(line: str, number: int, now: datetime | None) -> dict[str, Any]:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return _line_error(number, f"not valid JSON: {exc.msg} at column {exc.colno}", None)
-    if not isinstance(data, dict):
-        return _line_error(number, f"expected a JSON object, got {type(data).__name__}", None)
+def classify_data(data: dict[str, Any], number: int, now: datetime | None) -> dict[str, Any]:
     try:
         evidence = Evidence.model_validate(data)
     except ValidationError as exc:
         field, message = _first_error(exc)
-        return _line_error(number, message, field)
+        return line_error(number, message, field)
     return classification_json(classify(evidence, now or datetime.now(UTC)))
 
 
 def classification_json(result: Classification) -> dict[str, Any]:
     return result.model_dump(mode="json")
-
-
-def _line_error(number: int, message: str, field: str | None) -> dict[str, Any]:
-    return {"line": number, "error": message, "field": field}
 
 
 def _first_error(exc: ValidationError) -> tuple[str | None, str]:

@@ -12,10 +12,8 @@ from typing import IO, Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from actors.jsonlines import line_error, map_json_lines
 from catalogue import Classification, ErrorClass
-
-# Imported from the modules rather than the package: a venv whose editable install predates
-# policy/__init__.py maps `policy` as a namespace package, and the console script must work.
 from policy.decisions import decision_json
 from policy.document import DynamicProfile, PolicyDocument
 from policy.errors import FieldError, PolicyError
@@ -129,20 +127,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def write_decisions(source: IO[str], sink: IO[str], now: datetime | None) -> None:
-    for number, line in enumerate(source, 1):
-        if not line.strip():
-            continue
-        sink.write(json.dumps(evaluate_line(line, number, now), ensure_ascii=False) + "\n")
-        sink.flush()
+    map_json_lines(source, sink, lambda data, number: evaluate_data(data, number, now))
 
 
-def evaluate_line(line: str, number: int, default_now: datetime | None) -> dict[str, Any]:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return line_error(number, f"not valid JSON: {exc.msg} at column {exc.colno}", None)
-    if not isinstance(data, dict):
-        return line_error(number, f"expected a JSON object, got {type(data).__name__}", None)
+def evaluate_data(
+    data: dict[str, Any], number: int, default_now: datetime | None
+) -> dict[str, Any]:
     errors: list[FieldError] = []
     try:
         request: EvaluateLine | None = EvaluateLine.model_validate(data)
@@ -185,10 +175,6 @@ def line_policy(document: object, builtin: object) -> PolicyDocument | NamedPoli
         return parse_document(document)
     except PolicyError as exc:
         raise exc.prefixed("document") from None
-
-
-def line_error(number: int, message: str, field: str | None) -> dict[str, Any]:
-    return {"line": number, "error": message, "field": field}
 
 
 def _errors_line(number: int, errors: list[FieldError]) -> dict[str, Any]:

@@ -186,25 +186,18 @@ class Catalogue:
             # Weak evidence is unclassified for policy; the rule id says what it looked like.
             return self._unclassified(evidence, rule.id, subject.text, Confidence.LOW)
         info = code_info(rule.code)
-        retry_after_s, reset_at, source = None, None, None
+        timing: _Timing = (None, None, None)
         reference = evidence.observed_at or now
         if info.uses_timing and reference is not None:
-            retry_after_s, reset_at, source = _timing(evidence, reference)
-        return Classification(
+            timing = _timing(evidence, reference)
+        return self._result(
+            evidence,
+            rule_id=rule.id,
             code=rule.code,
             error_class=info.error_class,
             confidence=rule.confidence,
             scope=rule.scope,
-            rule=rule.id,
-            catalogue_version=self.version,
-            provider=evidence.provider,
-            model=evidence.model,
-            phase=evidence.phase,
-            occurred_at=evidence.observed_at,
-            retry_after_s=retry_after_s,
-            reset_at=reset_at,
-            hint_source=source,
-            safe_excerpt=sanitize(evidence.combined_text()),
+            timing=timing,
         )
 
     def _unclassified(
@@ -214,21 +207,45 @@ class Catalogue:
         text: str,
         confidence: Confidence = Confidence.LOW,
     ) -> Classification:
-        return Classification(
+        return self._result(
+            evidence,
+            rule_id=rule_id,
             code=UNCLASSIFIED,
             error_class=ErrorClass.UNCLASSIFIED,
             confidence=confidence,
             scope=Scope.REQUEST,
+            timing=(None, None, None),
+            fallback_text=text,
+        )
+
+    def _result(
+        self,
+        evidence: Evidence,
+        *,
+        rule_id: str,
+        code: str,
+        error_class: ErrorClass,
+        confidence: Confidence,
+        scope: Scope,
+        timing: _Timing,
+        fallback_text: str = "",
+    ) -> Classification:
+        retry_after_s, reset_at, source = timing
+        return Classification(
+            code=code,
+            error_class=error_class,
+            confidence=confidence,
+            scope=scope,
             rule=rule_id,
             catalogue_version=self.version,
             provider=evidence.provider,
             model=evidence.model,
             phase=evidence.phase,
             occurred_at=evidence.observed_at,
-            retry_after_s=None,
-            reset_at=None,
-            hint_source=None,
-            safe_excerpt=sanitize(evidence.combined_text() or text),
+            retry_after_s=retry_after_s,
+            reset_at=reset_at,
+            hint_source=source,
+            safe_excerpt=sanitize(evidence.combined_text() or fallback_text),
         )
 
 
@@ -285,9 +302,10 @@ def _states_a_cause(rule: Rule) -> bool:
     return rule.tier is not Tier.STATUS and rule.confidence is not Confidence.LOW
 
 
-def _timing(
-    evidence: Evidence, now: datetime
-) -> tuple[float | None, datetime | None, HintSource | None]:
+_Timing = tuple[float | None, datetime | None, HintSource | None]
+
+
+def _timing(evidence: Evidence, now: datetime) -> _Timing:
     hint = parse_header_timing(evidence.headers, now) if evidence.headers else None
     if hint is None and evidence.text:
         hint = parse_timing(evidence.text, now)
