@@ -85,7 +85,7 @@ def status_in_text(lowered: str) -> int | None:
 # An agent message chunk is evidence only when a line of it is itself an error report.
 _REPORT_DECORATION = re.compile(r"^[\s●⏺⎿✕✖✗✘■•·│>*\-\[]*")
 _REPORT_PREFIX = re.compile(
-    r"(?:api error|error|fatal|错误|ошибка|erreur|fehler)\b\s*[:(\[]|api error\b"
+    r"(?:api error|internal error|error|fatal|错误|ошибка|erreur|fehler)\b\s*[:(\[]|api error\b"
 )
 
 
