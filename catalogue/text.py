@@ -90,13 +90,24 @@ _REPORT_PREFIX = re.compile(
 
 
 def report_lines(text: str) -> list[str]:
-    """Lines of a chunk that open with an error-report prefix, decoration stripped."""
-    lines = []
+    """Lines of a chunk that open with an error-report prefix, decoration stripped. A report
+    line that opens a JSON body ("Internal error: {") keeps the body's lines under it."""
+    lines: list[str] = []
+    in_body = False
     for line in text.lower().splitlines():
         stripped = _REPORT_DECORATION.sub("", line)
         if _REPORT_PREFIX.match(stripped):
             lines.append(stripped)
+            in_body = stripped.rstrip().endswith(("{", "["))
+        elif in_body and _JSON_BODY_LINE.match(line):
+            lines.append(line.strip())
+        else:
+            in_body = False
     return lines
+
+
+# A line inside a pretty-printed JSON body: indented, or closing it.
+_JSON_BODY_LINE = re.compile(r"^(?:[ \t]+\S|[}\]])")
 
 
 def undecorated_lines(text: str) -> list[str]:

@@ -204,3 +204,23 @@ def test_headers_are_case_insensitive_and_object_bodies_become_json() -> None:
     )
     assert evidence.header("retry-after") == "3"
     assert evidence.body == '{"a": 1}'
+
+
+def test_a_chunk_error_report_keeps_its_json_body() -> None:
+    chunk = Evidence(
+        kind="message_chunk",
+        text=(
+            'Internal error: {\n  "details": "Claude Code process terminated by signal SIGKILL"\n}'
+        ),
+    )
+    result = explain(chunk)
+    assert result.classification.code == "agent_transport_lost"
+    assert "sigkill" in result.subject.text
+
+
+def test_prose_after_an_error_report_is_not_part_of_it() -> None:
+    chunk = Evidence(
+        kind="message_chunk",
+        text="Error: {\n}\nI think the rate limit is fine, overloaded_error was yesterday.",
+    )
+    assert "rate limit" not in explain(chunk).subject.text
