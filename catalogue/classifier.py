@@ -76,6 +76,7 @@ class Catalogue:
                 for exit_code in rule.exit_codes:
                     by_exit.setdefault(exit_code, []).append(position)
         self._by_key = {k: tuple(v) for k, v in by_key.items()}
+        self._keys = frozenset(self._by_key)
         self._by_status = {k: tuple(v) for k, v in by_status.items()}
         self._by_exit = {k: tuple(v) for k, v in by_exit.items()}
 
@@ -84,10 +85,9 @@ class Catalogue:
     def _candidates(self, subject: Subject) -> list[Rule]:
         positions: set[int] = set()
         by_key = self._by_key
-        for token in subject.views.tokens:
-            hit = by_key.get(token)
-            if hit:
-                positions.update(hit)
+        # One C-level intersection finds the tokens any rule is keyed on.
+        for token in self._keys.intersection(subject.views.tokens):
+            positions.update(by_key[token])
         if subject.status is not None:
             positions.update(self._by_status.get(subject.status, ()))
         if subject.evidence.exit_code is not None:
@@ -266,6 +266,9 @@ def _identity_fits(rule: Rule, subject: Subject) -> bool:
 
 def _text_fits(rule: Rule, text: TextViews) -> bool:
     if rule.keys and rule.key_bytes.isdisjoint(text.tokens):
+        return False
+    anchors = rule.match_anchors
+    if anchors is not None and anchors.isdisjoint(text.tokens):
         return False
     views = text.views()
     if rule.match_probes and not any(_finds(rule.match_any, rule.match_probes, v) for v in views):

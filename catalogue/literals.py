@@ -71,3 +71,34 @@ def required_literals(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     except (re.error, RecursionError):
         return None
     return _requirement(list(parsed))
+
+
+_ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def complete_words(literal: str) -> list[str]:
+    """ASCII words that stand whole inside `literal`: bounded by non-word characters on
+    both sides within it. (The first and last runs may continue outside the literal.)"""
+    words, current, bounded_left = [], [], False
+    for char in literal:
+        if char in _ASCII_WORD:
+            current.append(char)
+            continue
+        if current and bounded_left:
+            words.append("".join(current))
+        current, bounded_left = [], True
+    return words
+
+
+def anchor_words(literals: tuple[str, ...] | None) -> frozenset[str] | None:
+    """One word per literal that a text containing that literal must hold as a token (the
+    longest whole word of each), or None when some literal has no whole word."""
+    if literals is None:
+        return None
+    anchors = set()
+    for literal in literals:
+        words = complete_words(literal)
+        if not words:
+            return None
+        anchors.add(max(words, key=len))
+    return frozenset(anchors)

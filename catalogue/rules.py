@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from importlib import resources
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from catalogue.codes import CODES, Confidence, Scope, code_info
 from catalogue.evidence import EvidenceKind
-from catalogue.literals import required_literals
+from catalogue.literals import anchor_words, required_literals
 
 RULE_ID = re.compile(r"^[a-z0-9_\-]+(\.[a-z0-9_\-]+)*\.v[0-9]+$")
 KEY = re.compile(r"^[a-z0-9_]+$")
@@ -44,14 +44,22 @@ _DEFAULT_CONFIDENCE = {
 
 @dataclass(frozen=True, slots=True)
 class Probe:
-    """A pattern and the literals one of which any match must contain."""
+    """A pattern, the literals one of which any match contains, and the words (tokens) one
+    of which any match contains: a set lookup, then a substring check, then the scan."""
 
     pattern: re.Pattern[str]
     literals: tuple[str, ...] | None
+    anchors: frozenset[bytes] | None
 
     @classmethod
     def of(cls, pattern: re.Pattern[str]) -> Probe:
-        return cls(pattern, required_literals(pattern))
+        literals = required_literals(pattern)
+        words = anchor_words(literals)
+        anchors = None if words is None else frozenset(w.encode("ascii") for w in words)
+        return cls(pattern, literals, anchors)
+
+    def possible(self, tokens: AbstractSet[bytes]) -> bool:
+        return self.anchors is None or not self.anchors.isdisjoint(tokens)
 
     def found_in(self, text: str) -> bool:
         literals = self.literals
@@ -85,6 +93,9 @@ class Rule:
     unless_probes: tuple[Probe, ...] = ()
     match_any: re.Pattern[str] | None = None
     unless_any: re.Pattern[str] | None = None
+    # Words one of which any match contains (None when some pattern has no anchor word):
+    # a rule whose anchors are all absent from a text is rejected with one set operation.
+    match_anchors: frozenset[bytes] | None = None
     status: frozenset[int] = frozenset()
     exit_codes: frozenset[int] = frozenset()
     kinds: frozenset[EvidenceKind] = frozenset()
@@ -204,7 +215,7 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
         source=source,
     )
     _check_indexable(rule, where)
-    return replace(
+    rule = replace(
         rule,
         match_probes=tuple(Probe.of(p) for p in rule.match),
         require_probes=tuple(Probe.of(p) for p in rule.require),
@@ -212,6 +223,13 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
         match_any=_alternation(rule.match),
         unless_any=_alternation(rule.unless),
     )
+    return replace(rule, match_anchors=_anchor_union(rule.match_probes))
+
+
+def _anchor_union(probes: tuple[Probe, ...]) -> frozenset[bytes] | None:
+    if not probes or any(p.anchors is None for p in probes):
+        return None
+    return frozenset().union(*(p.anchors for p in probes if p.anchors is not None))
 
 
 def _alternation(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:

@@ -31,7 +31,7 @@ def collapse_spaces(text: str) -> str:
 
 # Where a status code is stated in prose rather than given as a field: a 4xx/5xx number
 # (not part of a longer number) preceded by one of these contexts.
-_STATUS_NUMBER = re.compile(r"(?<![\d.,])([45]\d\d)(?!\d|[.,]\d)")
+_STATUS_NUMBER = re.compile(r"[45]\d\d")
 _STATUS_CONTEXT = re.compile(
     r"(?:status(?: code)?(?: is)?[:= ]\s*\(?|(?:error )?code\"?(?: is)?:?\s*|"
     r"unexpected status |http(?:/[12](?:\.[01])?)?[ :]\s*|"
@@ -74,12 +74,23 @@ def make_views(text: str) -> TextViews:
 def status_in_text(lowered: str) -> int | None:
     """An HTTP status stated in the text ("API Error: 529", "status code 429", "[503 ]")."""
     for match in _STATUS_NUMBER.finditer(lowered):
-        start, end = match.span(1)
+        start, end = match.span()
+        if not _stands_alone(lowered, start, end):
+            continue
         if start == 0 or _STATUS_CONTEXT.search(lowered, max(0, start - 24), start):
-            return int(match.group(1))
+            return int(match.group())
         if _STATUS_PHRASE.match(lowered, end):
-            return int(match.group(1))
+            return int(match.group())
     return None
+
+
+def _stands_alone(text: str, start: int, end: int) -> bool:
+    # Not part of a longer number: no digit, '.' or ',' right before it, and no digit
+    # (or '.'/',' and a digit, as in "429.5" or "429,000") right after it.
+    if start > 0 and text[start - 1] in "0123456789.,":
+        return False
+    after = text[end : end + 2]
+    return not (after[:1].isdigit() or (after[:1] in (".", ",") and after[1:2].isdigit()))
 
 
 # An agent message chunk is evidence only when a line of it is itself an error report.

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from catalogue import default_catalogue
-from catalogue.literals import required_literals
-from catalogue.text import make_views
+from catalogue.literals import complete_words, required_literals
+from catalogue.text import make_views, tokens_of
 from tests.catalogue.fixture_data import FIXTURES
 
 
@@ -41,15 +41,31 @@ def _views() -> list[str]:
     return texts
 
 
-def test_no_rule_pattern_matches_a_fixture_its_pre_check_would_skip() -> None:
-    views = _views()
+def test_no_rule_pattern_matches_a_fixture_its_pre_checks_would_skip() -> None:
+    views = [(view, tokens_of(view)) for view in _views()]
     hidden = []
     for rule in default_catalogue().rules:
         for probe in rule.match_probes + rule.require_probes + rule.unless_probes:
-            for view in views:
-                if probe.pattern.search(view) and not probe.found_in(view):
+            for view, tokens in views:
+                if probe.pattern.search(view) and not (
+                    probe.found_in(view) and probe.possible(tokens)
+                ):
                     hidden.append((rule.id, probe.pattern.pattern))
     assert hidden == []
+
+
+@pytest.mark.parametrize(
+    ("literal", "words"),
+    [
+        ("credit balance is too low", ["balance", "is", "too"]),
+        ("you've hit", ["ve"]),
+        (" api key", ["api"]),
+        ("overloaded", []),
+        ("x: ошибка y", []),
+    ],
+)
+def test_only_words_bounded_inside_the_literal_count(literal: str, words: list[str]) -> None:
+    assert complete_words(literal) == words
 
 
 @given(st.text(alphabet="ab c.-_\n", max_size=60))

@@ -1,0 +1,59 @@
+"""Text views and the status stated in prose."""
+
+from __future__ import annotations
+
+import pytest
+
+from catalogue.text import make_views, report_lines, status_in_text, tokens_of
+
+
+@pytest.mark.parametrize(
+    ("text", "status"),
+    [
+        ("API Error: 529 Overloaded", 529),
+        ("status code 429This request would exceed", 429),
+        ("GoogleGenerativeAI Error]: fetching x: [503 ] The model", 503),
+        ("HTTP 429 (429) Requests to the operation", 429),
+        ("unexpected status 401 Unauthorized: {}", 401),
+        ('Error: 400 {"type":"error"}', 400),
+        ("401 status code (no body)", 401),
+        ("Error code: 400 - {'error': 1}", 400),
+        ('"httpStatusCode":429,"requestId":"x"', 429),
+        ("gtp api status code not equals 200, code is 429 ,details", 429),
+        ("Fatal error: Error Code: 403, Message: Permission denied", 403),
+        ("OAI Compatible API error: [400] Bad Request", 400),
+        ("upstream said 503 service unavailable", 503),
+        ("took 4000 ms", None),
+        ("limit 400.5 tokens", None),
+        ("Limit 400,000 tokens", None),
+        ("request id 4290", None),
+        ("in 2024 we shipped", None),
+        ("Attempt 1 failed with 5xx error", None),
+        ("", None),
+    ],
+)
+def test_status_is_read_from_prose_only_in_a_status_context(text: str, status: int | None) -> None:
+    assert status_in_text(text.lower()) == status
+
+
+def test_flat_view_collapses_whitespace_and_joined_view_repairs_mid_word_wraps() -> None:
+    views = make_views('{"type":"api_\n    error","message":"Please try \n  again"}')
+    assert views.flat == '{"type":"api_ error","message":"please try again"}'
+    assert views.joined is not None
+    assert '"api_error"' in views.joined
+    assert b"api_error" in views.tokens
+    assert b"again" in views.tokens
+
+
+def test_escaped_line_breaks_in_nested_json_read_as_line_breaks() -> None:
+    views = make_views('{"message":"An internal \\n  error has occurred"}')
+    assert "an internal error has occurred" in views.flat
+
+
+def test_tokens_are_ascii_word_runs() -> None:
+    assert tokens_of("rate_limit_error: ошибка 429!") == {b"rate_limit_error", b"429"}
+
+
+def test_report_lines_keep_error_prefixed_lines_and_their_json_body_only() -> None:
+    chunk = 'Let me check.\n⎿ Error: {\n  "code": 429\n}\nAll good now.'
+    assert report_lines(chunk) == ["error: {", '"code": 429', "}"]
