@@ -250,7 +250,9 @@ class Catalogue:
 
 
 def _holds(rule: Rule, subject: Subject) -> bool:
-    return _identity_fits(rule, subject) and _text_fits(rule, subject.views)
+    if rule.filters_identity and not _identity_fits(rule, subject):
+        return False
+    return _text_fits(rule, subject.views)
 
 
 def _identity_fits(rule: Rule, subject: Subject) -> bool:
@@ -265,14 +267,20 @@ def _identity_fits(rule: Rule, subject: Subject) -> bool:
 
 
 def _text_fits(rule: Rule, text: TextViews) -> bool:
-    if rule.keys and rule.key_bytes.isdisjoint(text.tokens):
+    tokens = text.tokens
+    if rule.keys and rule.key_bytes.isdisjoint(tokens):
         return False
     anchors = rule.match_anchors
-    if anchors is not None and anchors.isdisjoint(text.tokens):
+    if anchors is not None and anchors.isdisjoint(tokens):
         return False
-    views = text.views()
-    if rule.match_probes and not any(_finds(rule.match_any, rule.match_probes, v) for v in views):
-        return False
+    views = text.all
+    match = rule.match_any
+    if match is not None:
+        if len(views) == 1 and len(views[0]) < SHORT_VIEW:
+            if match.search(views[0]) is None:
+                return False
+        elif not any(_finds(match, rule.match_probes, v) for v in views):
+            return False
     if not all(any(p.found_in(v) for v in views) for p in rule.require_probes):
         return False
     return not any(_finds(rule.unless_any, rule.unless_probes, v) for v in views)

@@ -96,6 +96,7 @@ class Rule:
     # Words one of which any match contains (None when some pattern has no anchor word):
     # a rule whose anchors are all absent from a text is rejected with one set operation.
     match_anchors: frozenset[bytes] | None = None
+    filters_identity: bool = False  # any kinds/providers/agents/status/exit-code condition
     status: frozenset[int] = frozenset()
     exit_codes: frozenset[int] = frozenset()
     kinds: frozenset[EvidenceKind] = frozenset()
@@ -223,7 +224,13 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
         match_any=_alternation(rule.match),
         unless_any=_alternation(rule.unless),
     )
-    return replace(rule, match_anchors=_anchor_union(rule.match_probes))
+    return replace(
+        rule,
+        match_anchors=_anchor_union(rule.match_probes),
+        filters_identity=bool(
+            rule.kinds or rule.providers or rule.agents or rule.status or rule.exit_codes
+        ),
+    )
 
 
 def _anchor_union(probes: tuple[Probe, ...]) -> frozenset[bytes] | None:

@@ -10,10 +10,14 @@ finding candidate rules depends on the text's length, not on the number of rules
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 _SPACE_RUN = re.compile(r"\s+")
 _LINE_BREAK = re.compile(r"[ \t]*\r?\n[ \t]*")
+# A terminal wrap inside a word: a word character on both sides of the line break. Only
+# then can removing the break recover something the flat view does not already show.
+_MID_WORD_WRAP = re.compile(r"\w\r?\n[ \t]*\w")
 # Tokens are maximal runs of ASCII letters, digits and underscores. Tokenising the UTF-8
 # bytes with one translate() keeps this step a few microseconds (rule keys are ASCII words,
 # which rules.py enforces).
@@ -48,10 +52,11 @@ _STATUS_PHRASE = re.compile(
 class TextViews:
     flat: str
     joined: str | None
-    tokens: frozenset[bytes]
+    tokens: AbstractSet[bytes]
+    all: tuple[str, ...]  # flat, then joined when there is one
 
     def views(self) -> tuple[str, ...]:
-        return (self.flat,) if self.joined is None else (self.flat, self.joined)
+        return self.all
 
 
 def make_views(text: str) -> TextViews:
@@ -63,12 +68,12 @@ def make_views(text: str) -> TextViews:
     flat = collapse_spaces(lowered)
     tokens = tokens_of(flat)
     joined: str | None = None
-    if "\n" in lowered:
+    if "\n" in lowered and _MID_WORD_WRAP.search(lowered):
         candidate = collapse_spaces(_LINE_BREAK.sub("", lowered))
         if candidate != flat:
             joined = candidate
             tokens.update(tokens_of(joined))
-    return TextViews(flat, joined, frozenset(tokens))
+    return TextViews(flat, joined, tokens, (flat,) if joined is None else (flat, joined))
 
 
 def status_in_text(lowered: str) -> int | None:
