@@ -1,0 +1,95 @@
+"""The runtime's exceptions: one root, identifiers as attributes, lowercase messages.
+
+Every exception pickles by its identifiers (`__reduce__`), so it survives a trip through a
+Ray actor call unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+class RecoveryError(Exception):
+    """Root of every error the recovery runtime raises on purpose."""
+
+
+class InvalidIdentifierError(RecoveryError):
+    """An identifier that cannot become part of a Redis key (e.g. a key prefix, a host id).
+
+    Deliberately not a ValueError: pydantic re-raises it as is instead of folding it into a
+    ValidationError, so callers always see this type.
+    """
+
+    def __init__(self, kind: str, value: object, pattern: str) -> None:
+        self.kind = kind
+        self.value = value
+        self.pattern = pattern
+        super().__init__(f"invalid {kind} {value!r}: must match {pattern}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.kind, self.value, self.pattern))
+
+
+class InvalidRouteIdError(InvalidIdentifierError):
+    """A route id outside `[A-Za-z0-9._-]{1,128}` (no key injection)."""
+
+    def __init__(self, route_id: object, pattern: str) -> None:
+        self.route_id = route_id
+        super().__init__("route id", route_id, pattern)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.route_id, self.pattern))
+
+
+class TransitionRejectedError(RecoveryError):
+    """The fence refused a transition; nothing was written. Carries the route's actual
+    generation and state so the caller can re-read or report them."""
+
+    route_id: str
+    actual_generation: int
+    actual_state: str
+
+
+class StaleGenerationError(TransitionRejectedError):
+    def __init__(self, route_id: str, expected: int, actual: int, actual_state: str) -> None:
+        self.route_id = route_id
+        self.expected = expected
+        self.actual = actual
+        self.actual_generation = actual
+        self.actual_state = actual_state
+        super().__init__(
+            f"route {route_id!r}: expected generation {expected}, found {actual} ({actual_state})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.route_id, self.expected, self.actual, self.actual_state))
+
+
+class InvalidStateError(TransitionRejectedError):
+    def __init__(self, route_id: str, state: str, allowed: Iterable[str], generation: int) -> None:
+        self.route_id = route_id
+        self.state = state
+        self.actual_state = state
+        self.allowed = tuple(sorted(allowed))
+        self.actual_generation = generation
+        super().__init__(
+            f"route {route_id!r} is {state!r} (generation {generation}); "
+            f"this transition needs one of {', '.join(self.allowed)}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.route_id, self.state, self.allowed, self.actual_generation))
+
+
+class StoreUnavailableError(RecoveryError):
+    """Redis failed (refused, timed out, or a script error): the operation's outcome is
+    an error and nothing else happens. `operation` names what was attempted."""
+
+    def __init__(self, operation: str, detail: str) -> None:
+        self.operation = operation
+        self.detail = detail
+        super().__init__(f"route store unavailable during {operation}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.operation, self.detail))

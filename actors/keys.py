@@ -1,0 +1,107 @@
+"""Every Redis key the runtime uses, built here and nowhere else.
+
+All keys live under one configurable prefix (default `recovery`) so two deployments can
+share a Redis. Identifiers that become part of a key are validated first: a route id is
+`[A-Za-z0-9._-]{1,128}` (the orchestrator's session id; CONTRACTS.md "Routes"), so it can
+never contain `:`, a glob character or whitespace, and keys never collide or inject.
+
+Layout (`<p>` = prefix):
+
+    <p>:route:<route>                        hash    route state (one field per snapshot field)
+    <p>:attempts:<route>                     list    append-only attempt records (JSON)
+    <p>:schedule:<route>                     hash    the route's pending schedule, readable
+    <p>:schedules                            zset    route id -> deadline (epoch seconds)
+    <p>:events                               stream  route transitions (MAXLEN ~)
+    <p>:host:<host>:routes                   set     route ids a route host owns
+    <p>:dispatch:<route>:<generation>:<ord>  hash    dispatch ledger for one retry
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Final
+
+from pydantic import AfterValidator
+
+from actors.errors import InvalidIdentifierError, InvalidRouteIdError
+
+DEFAULT_PREFIX: Final = "recovery"
+ROUTE_ID_PATTERN: Final = r"[A-Za-z0-9._-]{1,128}"
+HOST_ID_PATTERN: Final = r"[A-Za-z0-9._-]{1,64}"
+PREFIX_PATTERN: Final = r"[A-Za-z0-9._:-]{1,64}"
+
+_ROUTE_ID = re.compile(ROUTE_ID_PATTERN)
+_HOST_ID = re.compile(HOST_ID_PATTERN)
+_PREFIX = re.compile(PREFIX_PATTERN)
+
+
+def valid_route_id(route_id: str) -> str:
+    """`route_id` unchanged, or InvalidRouteIdError naming it."""
+    if not isinstance(route_id, str) or not _ROUTE_ID.fullmatch(route_id):
+        raise InvalidRouteIdError(route_id, ROUTE_ID_PATTERN)
+    return route_id
+
+
+def valid_host_id(host_id: str) -> str:
+    if not isinstance(host_id, str) or not _HOST_ID.fullmatch(host_id):
+        raise InvalidIdentifierError("host id", host_id, HOST_ID_PATTERN)
+    return host_id
+
+
+def _valid_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix) or prefix.endswith(":"):
+        raise InvalidIdentifierError("key prefix", prefix, PREFIX_PATTERN)
+    return prefix
+
+
+def _valid_counter(kind: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidIdentifierError(kind, value, "an integer >= 0")
+    return value
+
+
+RouteId = Annotated[str, AfterValidator(valid_route_id)]
+"""A route id field: invalid values raise InvalidRouteIdError (not a ValidationError)."""
+
+HostId = Annotated[str, AfterValidator(valid_host_id)]
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpace:
+    """Key names under one prefix. Methods validate what they are given."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        _valid_prefix(self.prefix)
+
+    def route(self, route_id: str) -> str:
+        return f"{self.prefix}:route:{valid_route_id(route_id)}"
+
+    def attempts(self, route_id: str) -> str:
+        return f"{self.prefix}:attempts:{valid_route_id(route_id)}"
+
+    def schedule(self, route_id: str) -> str:
+        return f"{self.prefix}:schedule:{valid_route_id(route_id)}"
+
+    @property
+    def schedules(self) -> str:
+        return f"{self.prefix}:schedules"
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}:events"
+
+    def host_routes(self, host_id: str) -> str:
+        return f"{self.prefix}:host:{valid_host_id(host_id)}:routes"
+
+    def dispatch(self, route_id: str, generation: int, ordinal: int) -> str:
+        generation = _valid_counter("generation", generation)
+        ordinal = _valid_counter("retry ordinal", ordinal)
+        return f"{self.prefix}:dispatch:{valid_route_id(route_id)}:{generation}:{ordinal}"
+
+    def pattern(self) -> str:
+        """A SCAN MATCH pattern for every key under this prefix (test cleanup, tooling);
+        the prefix admits no glob characters, so it needs no escaping."""
+        return f"{self.prefix}:*"

@@ -1,0 +1,136 @@
+"""Key names, identifier validation, the route models and the errors (no Redis)."""
+
+from __future__ import annotations
+
+import pickle
+from datetime import timedelta, timezone
+
+import pytest
+from pydantic import ValidationError
+
+from actors.errors import (
+    InvalidIdentifierError,
+    InvalidRouteIdError,
+    InvalidStateError,
+    RecoveryError,
+    StaleGenerationError,
+    StoreUnavailableError,
+)
+from actors.keys import KeySpace
+from actors.route_models import CycleRecord, RouteUpdate, Transition
+from actors.scripts import script
+from catalogue.codes import ErrorClass
+from policy.cycle import CycleUsage
+from tests.actors.route_builders import T0, in_seconds, retry_wait, skip_now, start
+
+
+def test_every_key_sits_under_the_configured_prefix() -> None:
+    keys = KeySpace("tenant-a")
+    assert keys.route("route-1") == "tenant-a:route:route-1"
+    assert keys.attempts("route-1") == "tenant-a:attempts:route-1"
+    assert keys.schedule("route-1") == "tenant-a:schedule:route-1"
+    assert keys.schedules == "tenant-a:schedules"
+    assert keys.events == "tenant-a:events"
+    assert keys.host_routes("host-3") == "tenant-a:host:host-3:routes"
+    assert keys.dispatch("route-1", 2, 3) == "tenant-a:dispatch:route-1:2:3"
+    assert keys.pattern() == "tenant-a:*"
+
+
+def test_the_default_prefix_is_recovery() -> None:
+    assert KeySpace().events == "recovery:events"
+
+
+def test_a_route_id_at_the_length_limit_with_every_allowed_character_is_accepted() -> None:
+    route_id = ("Az09._-" * 19)[:128]
+    assert KeySpace().route(route_id).endswith(route_id)
+
+
+@pytest.mark.parametrize("route_id", ["", "a b", "a:b", "a*b", "a?", "[a]", "x" * 129, "é"])
+def test_a_route_id_outside_the_alphabet_raises_an_error_naming_it(route_id: str) -> None:
+    with pytest.raises(InvalidRouteIdError) as caught:
+        KeySpace().route(route_id)
+    assert caught.value.route_id == route_id
+    assert repr(route_id) in str(caught.value)
+    assert isinstance(caught.value, RecoveryError)
+
+
+@pytest.mark.parametrize("prefix", ["", "a b", "a*", "ends:", "x" * 65])
+def test_a_bad_key_prefix_is_refused(prefix: str) -> None:
+    with pytest.raises(InvalidIdentifierError, match="key prefix"):
+        KeySpace(prefix)
+
+
+def test_a_bad_host_id_or_a_negative_ordinal_is_refused() -> None:
+    with pytest.raises(InvalidIdentifierError, match="host id"):
+        KeySpace().host_routes("host:1")
+    with pytest.raises(InvalidIdentifierError, match="retry ordinal"):
+        KeySpace().dispatch("route-1", 1, -1)
+
+
+def test_a_transition_with_a_bad_route_id_raises_the_typed_error_not_a_validation_error() -> None:
+    with pytest.raises(InvalidRouteIdError):
+        start("route 1")
+
+
+def test_a_deadline_outside_a_waiting_state_is_refused() -> None:
+    with pytest.raises(ValidationError, match="deadline needs a waiting state"):
+        RouteUpdate(state="active", deadline=in_seconds(5))
+
+
+def test_a_transition_cannot_write_the_state_none() -> None:
+    with pytest.raises(ValidationError, match="cannot write the state 'none'"):
+        RouteUpdate(state="none")
+
+
+def test_deadlines_are_normalised_to_utc() -> None:
+    paris = timezone(timedelta(hours=1))
+    update = RouteUpdate(state="retry_wait", deadline=T0.astimezone(paris))
+    assert update.deadline == T0
+    assert update.deadline is not None
+    assert update.deadline.utcoffset() == timedelta(0)
+
+
+def test_a_created_route_starts_at_generation_1_and_a_skip_bumps_the_expected_one() -> None:
+    assert start("route-1").generation == 1
+    assert retry_wait("route-1", 4, deadline=in_seconds(5)).generation == 4
+    assert skip_now("route-1", 4).generation == 5
+
+
+def test_a_transition_needs_at_least_one_allowed_state() -> None:
+    with pytest.raises(ValidationError):
+        Transition(
+            route_id="route-1", expected_generation=0, allowed_from=frozenset(),
+            cause="start", route=RouteUpdate(state="active"),
+        )  # fmt: skip
+
+
+def test_a_cycle_record_round_trips_the_policy_cycle_usage() -> None:
+    usage = CycleUsage(
+        retries={("claude", ErrorClass.TRANSIENT): 2, ("codex", ErrorClass.HARD): 1},
+        reset_waits=frozenset({("claude", ErrorClass.HARD)}),
+        skipped=frozenset({"gemini"}),
+    )
+    record = CycleRecord.from_usage(usage)
+    again = CycleRecord.model_validate_json(record.model_dump_json())
+    assert again.to_usage() == usage
+
+
+def test_errors_keep_their_identifiers_through_pickling() -> None:
+    errors: list[RecoveryError] = [
+        StaleGenerationError("route-1", 1, 2, "switching"),
+        InvalidStateError("route-1", "active", ["retry_wait"], 3),
+        StoreUnavailableError("apply", "ConnectionError: refused"),
+        InvalidRouteIdError("a b", "[A-Za-z0-9._-]{1,128}"),
+        InvalidIdentifierError("host id", "h:1", "[A-Za-z0-9._-]{1,64}"),
+    ]
+    for error in errors:
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error)
+        assert vars(again) == vars(error)
+        assert str(again) == str(error)
+
+
+def test_the_transition_script_has_the_house_header() -> None:
+    source = script("transition").source
+    assert "-- KEYS:" in source
+    assert "-- ARGV:" in source
