@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
+from typing import NamedTuple
 
 from catalogue.classification import Classification
 from catalogue.codes import (
@@ -40,9 +41,8 @@ NO_MATCH_RULE = "catalogue.no_match.v1"
 PROSE_RULE = "catalogue.chunk_is_not_an_error_report.v1"
 
 
-@dataclass(frozen=True, slots=True)
-class Subject:
-    """Evidence reduced to what rules look at."""
+class Subject(NamedTuple):
+    """Evidence reduced to what rules look at (a NamedTuple: cheap to build per call)."""
 
     evidence: Evidence
     text: str

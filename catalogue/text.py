@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _SPACE_RUN = re.compile(r"\s+")
 _LINE_BREAK = re.compile(r"[ \t]*\r?\n[ \t]*")
@@ -48,8 +48,10 @@ _STATUS_PHRASE = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class TextViews:
+class TextViews(NamedTuple):
+    """What rules match against. A NamedTuple: built once per classification, and tuple
+    construction is several times cheaper than a frozen dataclass's."""
+
     flat: str
     joined: str | None
     tokens: AbstractSet[bytes]
