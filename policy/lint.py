@@ -8,21 +8,15 @@ from typing import Final
 from catalogue.codes import ErrorClass
 from policy.document import POLICY_CLASSES, Candidate, ClassPolicy, DynamicProfile, Outcome
 from policy.durations import format_duration
+from policy.errors import FieldError
 from policy.schedule import MAX_RETRY_DELAY_SECONDS, retry_delays
 
 DAY_SECONDS: Final = 24 * 3600
 
 
 @dataclass(frozen=True, slots=True)
-class LintWarning:
-    field: str | None
-    message: str
-
-    def __str__(self) -> str:
-        return self.message if self.field is None else f"{self.field}: {self.message}"
-
-    def as_json(self) -> dict[str, str | None]:
-        return {"field": self.field, "message": self.message}
+class LintWarning(FieldError):  # noqa: N818  # a warning, not an exception: it reuses the shape
+    """A field-addressed warning: the profile is valid but probably not what was meant."""
 
 
 def lint_profile(profile: DynamicProfile) -> list[LintWarning]:
