@@ -23,7 +23,7 @@ class Classification(BaseModel):
     model: str | None = None
     phase: str | None = None
     occurred_at: datetime | None = None
-    retry_after_s: float | None = Field(default=None, ge=0)
+    retry_after_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     reset_at: datetime | None = None
     hint_source: HintSource | None = None
     safe_excerpt: str = ""
