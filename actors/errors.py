@@ -82,6 +82,43 @@ class InvalidStateError(TransitionRejectedError):
         return (type(self), (self.route_id, self.state, self.allowed, self.actual_generation))
 
 
+class StaleOrdinalError(TransitionRejectedError):
+    """The route is at the expected generation and state, but its pending attempt is no
+    longer the one the caller saw (a late timer, or a read overtaken by a write)."""
+
+    def __init__(
+        self, route_id: str, expected: int, actual: int, actual_generation: int, actual_state: str
+    ) -> None:
+        self.route_id = route_id
+        self.expected = expected
+        self.actual = actual
+        self.actual_generation = actual_generation
+        self.actual_state = actual_state
+        super().__init__(
+            f"route {route_id!r}: expected attempt ordinal {expected}, found {actual} "
+            f"(generation {actual_generation}, {actual_state})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (self.route_id, self.expected, self.actual, self.actual_generation, self.actual_state),
+        )
+
+
+class NoEligibleCandidateError(RecoveryError):
+    """A route cannot start (or start fresh, or resume) because its profile offers no
+    enabled candidate to run on. Nothing was written."""
+
+    def __init__(self, route_id: str, action: str) -> None:
+        self.route_id = route_id
+        self.action = action
+        super().__init__(f"route {route_id!r}: no enabled candidate to {action} on")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.route_id, self.action))
+
+
 class StoreUnavailableError(RecoveryError):
     """Redis failed (refused, timed out, or a script error): the operation's outcome is
     an error and nothing else happens. `operation` names what was attempted."""

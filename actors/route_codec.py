@@ -14,7 +14,12 @@ from typing import Any, Final, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
-from actors.errors import InvalidStateError, StaleGenerationError, StoreUnavailableError
+from actors.errors import (
+    InvalidStateError,
+    StaleGenerationError,
+    StaleOrdinalError,
+    StoreUnavailableError,
+)
 from actors.route_models import (
     AttemptRecord,
     RouteEvent,
@@ -27,7 +32,7 @@ from policy.decisions import utc_iso
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-JSON_FIELDS: Final = ("policy_snapshot", "cycle")
+JSON_FIELDS: Final = ("policy_snapshot", "cycle", "profile")
 # Schedule hash field names, chosen for `redis-cli` readers; the model's names otherwise.
 SCHEDULE_NAMES: Final = {"route_id": "route", "candidate_id": "candidate", "error_class": "class"}
 _SCHEDULE_FIELDS: Final = {SCHEDULE_NAMES.get(n, n): n for n in ScheduleEntry.model_fields}
@@ -38,7 +43,7 @@ _SCHEDULE_FROM_ROUTE: Final = (
     ("candidate", "candidate_id"),
     ("code", "code"),
     ("class", "error_class"),
-    ("ordinal", "retry_ordinal"),
+    ("ordinal", "attempt_ordinal"),
     ("pending_outcome", "pending_outcome"),
     ("reason", "reason"),
 )
@@ -47,6 +52,7 @@ _EVENT_ROUTE_FIELDS: Final = tuple(n for n in RouteFields.model_fields if n not 
 
 STALE_GENERATION: Final = "stale_generation"
 INVALID_STATE: Final = "invalid_state"
+STALE_ORDINAL: Final = "stale_ordinal"
 
 
 def _dumps(value: Any) -> str:
@@ -147,13 +153,15 @@ def transition_request(transition: Transition, at: datetime, events_maxlen: int)
         "maxlen": events_maxlen,
         "ttl": transition.expire_after_s or 0,
     }
+    if transition.expected_ordinal is not None:  # absent, not null: cjson's null is truthy
+        request["ordinal"] = transition.expected_ordinal
     attempt = transition.attempt.model_dump_json() if transition.attempt else ""
     return [_dumps(request), attempt]
 
 
 def transition_result(
     transition: Transition, reply: Sequence[Any], at: datetime
-) -> RouteSnapshot | StaleGenerationError | InvalidStateError:
+) -> RouteSnapshot | StaleGenerationError | InvalidStateError | StaleOrdinalError:
     """The script's reply as the applied snapshot or the typed rejection."""
     match list(reply):
         case [1, _generation, _state]:
@@ -165,5 +173,13 @@ def transition_result(
         case [0, generation, state, str(why)] if why == INVALID_STATE:
             return InvalidStateError(
                 transition.route_id, str(state), transition.allowed_from, int(generation)
+            )
+        case [0, generation, state, str(why), ordinal] if why == STALE_ORDINAL:
+            return StaleOrdinalError(
+                transition.route_id,
+                transition.expected_ordinal if transition.expected_ordinal is not None else -1,
+                int(ordinal),
+                int(generation),
+                str(state),
             )
     raise StoreUnavailableError("apply", f"unexpected reply from transition.lua: {reply!r}")

@@ -121,7 +121,17 @@ class CycleRecord(BaseModel):
 
 
 class RouteFields(BaseModel):
-    """A route's durable state apart from its identity, generation and write time."""
+    """A route's durable state apart from its identity, generation and write time.
+
+    `retry_ordinal` / `retry_max`: the policy's count of retries used for the current
+    candidate and class in this cycle, and its budget ("retry 2 of 3"). `attempt_ordinal`:
+    how many attempts (retries and post-reset attempts) were scheduled in this generation;
+    it names the pending attempt (its timers are fenced on it, its dispatch is keyed by
+    it) and is never reused within a generation, unlike the retry ordinal, which a reset
+    wait keeps and a success restarts. `profile`: the profile the route runs with, read
+    at each decision (so an edit affects the next decision); `policy_snapshot`: the one
+    candidate policy the latest decision used.
+    """
 
     model_config = _FROZEN
 
@@ -134,6 +144,7 @@ class RouteFields(BaseModel):
     catalogue_version: Label | None = None
     retry_ordinal: int = Field(default=0, ge=0)
     retry_max: int = Field(default=0, ge=0)
+    attempt_ordinal: int = Field(default=0, ge=0)
     deadline: UtcDatetime | None = None
     pending_outcome: PendingOutcome | None = None
     reason: Text | None = None
@@ -141,6 +152,7 @@ class RouteFields(BaseModel):
     invocation_id: Label | None = None
     policy_snapshot: JsonValue = None
     cycle: CycleRecord = CycleRecord()
+    profile: JsonValue = None
 
 
 class RouteUpdate(RouteFields):
@@ -186,11 +198,13 @@ class AttemptRecord(BaseModel):
     decision: AttemptDecision
     deadline: UtcDatetime | None = None
     reason: Text | None = None
+    safe_excerpt: Text | None = None
     at: UtcDatetime
 
 
 class ScheduleEntry(BaseModel):
-    """A pending schedule as stored in its human-readable hash."""
+    """A pending schedule as stored in its human-readable hash. `ordinal` is the route's
+    attempt ordinal: (route, generation, ordinal) names the one attempt it will start."""
 
     model_config = _FROZEN
 
@@ -229,6 +243,7 @@ class RouteEvent(BaseModel):
     catalogue_version: Label | None = None
     retry_ordinal: int = Field(ge=0)
     retry_max: int = Field(ge=0)
+    attempt_ordinal: int = Field(default=0, ge=0)
     deadline: UtcDatetime | None = None
     pending_outcome: PendingOutcome | None = None
     reason: Text | None = None
@@ -241,7 +256,10 @@ class Transition(BaseModel):
     """One fenced step of a route: applied only if the route is at `expected_generation`
     and in one of `allowed_from`; then the route becomes `route`, `attempt` (if any) is
     appended to its history, its schedule is set (deadline) or cleared, and an event is
-    published — all in one Lua script.
+    published — all in one Lua script. With `expected_ordinal` the route's
+    `attempt_ordinal` must equal it too: what a timer fences on, and what makes a
+    read-then-write exact (generation and state alone come back unchanged once a retry
+    has fired and failed again).
 
     The new generation is 1 for a route created from "none", else the expected one, plus
     one with `bump_generation` (a skip, a Start fresh, a restart). `host_id` adds the route
@@ -258,6 +276,7 @@ class Transition(BaseModel):
     cause: Token
     route: RouteUpdate
     bump_generation: bool = False
+    expected_ordinal: int | None = Field(default=None, ge=0)
     attempt: AttemptRecord | None = None
     host_id: HostId | None = None
     expire_after_s: int | None = Field(default=None, gt=0)

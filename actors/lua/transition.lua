@@ -22,9 +22,12 @@
 --         ttl          seconds until the route and its history expire; 0 = persist them
 --                      (a schedule never expires: its hash and sorted-set entry change
 --                      together, only here)
+--         ordinal      optional: the attempt ordinal the route must still be at
+--                      (absent = not checked)
 --       [2] the attempt record (JSON text) to append, or "" for none
 -- Returns {1, generation, state} when applied, else nothing is written and it returns
---         {0, actual generation, actual state, "stale_generation" | "invalid_state"}.
+--         {0, actual generation, actual state, "stale_generation" | "invalid_state"}, or
+--         {0, actual generation, actual state, "stale_ordinal", actual attempt ordinal}.
 local request = cjson.decode(ARGV[1])
 
 -- Redis does not roll a script back: refuse before the first write if any key holds
@@ -38,7 +41,7 @@ for index, key in ipairs(KEYS) do
   end
 end
 
-local current = redis.call('HMGET', KEYS[1], 'generation', 'state')
+local current = redis.call('HMGET', KEYS[1], 'generation', 'state', 'attempt_ordinal')
 local actual = tonumber(current[1]) or 0
 local actual_state = current[2] or 'none'
 
@@ -54,6 +57,12 @@ for _, state in ipairs(request.allowed) do
 end
 if not allowed then
   return {0, actual, actual_state, 'invalid_state'}
+end
+if request.ordinal ~= nil then
+  local actual_ordinal = tonumber(current[3]) or 0
+  if actual_ordinal ~= request.ordinal then
+    return {0, actual, actual_state, 'stale_ordinal', actual_ordinal}
+  end
 end
 
 local generation = request.generation

@@ -90,7 +90,8 @@ def retry_wait(
         cause="report_failure",
         route=RouteUpdate(
             state="retry_wait", candidate_index=0, retry_ordinal=ordinal, retry_max=3,
-            pending_outcome="retry", caller="kanban", invocation_id=f"inv-{route_id}",
+            attempt_ordinal=ordinal, pending_outcome="retry", caller="kanban",
+            invocation_id=f"inv-{route_id}",
             **failure,
         ),
         attempt=AttemptRecord(
@@ -108,7 +109,7 @@ def deadline_reached(route_id: str, generation: int, *, ordinal: int = 1) -> Tra
         cause="timer",
         route=RouteUpdate(
             state="retrying", candidate_id="claude", candidate_index=0, retry_ordinal=ordinal,
-            retry_max=3, caller="kanban", reason="deadline reached",
+            retry_max=3, attempt_ordinal=ordinal, caller="kanban", reason="deadline reached",
         ),
     )  # fmt: skip
 
