@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from actors import cli_catalogue, cli_policy
+from actors import cli_catalogue, cli_policy, cli_routes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cli_catalogue.register(commands)
     cli_policy.register(commands)
+    cli_routes.register(commands)
     return parser
 
 
