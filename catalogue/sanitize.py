@@ -242,10 +242,8 @@ def _redact(text: str) -> str:
     return text
 
 
-def _redact_once(text: str) -> str:
-    """Apply every redaction; each is skipped after one substring test when it cannot apply."""
-    if "PRIVATE KEY-----" in text:
-        text = _PEM.sub(_MARK, text)
+def _redact_named(text: str) -> str:
+    """Header values, assignments and bearer tokens, found by their (lower-case) names."""
     low = _lower(text)
     for name, pattern, decide in _NAMED:
         if name not in low:  # a substring test is cheaper than starting a regex scan
@@ -255,6 +253,14 @@ def _redact_once(text: str) -> str:
             redacted = _rewrite(text, _named_matches(text, low, name, first), decide)
             if redacted is not text:
                 text, low = redacted, _lower(redacted)
+    return text
+
+
+def _redact_once(text: str) -> str:
+    """Apply every redaction; each is skipped after one substring test when it cannot apply."""
+    if "PRIVATE KEY-----" in text:
+        text = _PEM.sub(_MARK, text)
+    text = _redact_named(text)
     if ("@" in text or "?" in text) and "://" in text:
         text = _QUERY.sub(_url_value, _USERINFO.sub(_url_value, text))
     for hint, pattern in (("-", _KEY_DASH), ("_", _KEY_UNDERSCORE), ("A", _KEY_A)):
