@@ -1,0 +1,239 @@
+"""`RecoveryRuntime`: connects to (or starts) Ray and Redis, runs the route host pool,
+and hands out `RouteHandle`s.
+
+    runtime = RecoveryRuntime(host_count=2).start()
+    route = runtime.route("session-42")
+    snapshot = await route.start(profile, caller="kanban", invocation_id="inv-1")
+    ...
+    runtime.shutdown()
+
+Ray: `ray_address`, else `RAY_ADDRESS`, else a local Ray (`ray.init(address="local")`) —
+and only if Ray is not initialised in this process already. Redis: `redis_url`, else
+`REDIS_URL`, else an embedded Redis with its data in `data_dir` (default
+`RECOVERY_DATA_DIR` or ~/.local/state/provider-recovery). The hosts are named actors in
+one Ray namespace (names derived from the key prefix), so a second runtime on the same
+cluster and prefix finds and shares them. A route belongs to the host a consistent hash
+ring (actors/hash_ring.py) picks for its id; every process agrees on it.
+
+Retried calls: hosts run with `max_task_retries=-1`, so a call in flight when its host
+dies is sent again to the restarted host. If the first attempt had committed, the retry
+is rejected by the generation fence and the handle raises the TransitionRejectedError
+(StaleGenerationError when the first attempt moved the generation, InvalidStateError when
+it only moved the state), carrying `actual_generation` and `actual_state`.
+`committed_by_retry` tells a caller whether such a rejection leaves the route exactly
+where its own call would have (then re-read `snapshot()` and carry on).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Self
+
+import ray
+
+from actors.embedded_redis import EmbeddedRedis
+from actors.errors import RecoveryError, TransitionRejectedError
+from actors.hash_ring import DEFAULT_VIRTUAL_NODES, HashRing
+from actors.keys import DEFAULT_PREFIX, KeySpace, valid_route_id
+from actors.route_host import RouteHost
+from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot
+from actors.route_profiles import RouteProfile
+from catalogue import Classification, Evidence
+from policy import TurnEvidence
+
+NAMESPACE: Final = "provider-recovery"
+DEFAULT_DATA_DIR: Final = Path("~/.local/state/provider-recovery")
+HOST_STOP_TIMEOUT_S: Final = 30.0
+HOST_STOP_POLL_S: Final = 0.05
+
+RemoteRouteHost = ray.remote(max_restarts=-1, max_task_retries=-1)(RouteHost)
+
+
+def committed_by_retry(
+    error: TransitionRejectedError, *, generation: int, states: Collection[str]
+) -> bool:
+    """Whether a rejected call may be the retry of its own committed first attempt: the
+    route is at the generation and in one of the states that call would have produced.
+    (Another writer could produce the same; the snapshot is authoritative either way.)"""
+    return error.actual_generation == generation and error.actual_state in states
+
+
+def host_name(prefix: str, index: int) -> str:
+    return f"route-host:{prefix}:{index}"
+
+
+async def _call(method: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a host method; a RecoveryError raised there is raised here as itself."""
+    try:
+        return await method.remote(*args, **kwargs)
+    except ray.exceptions.RayTaskError as error:
+        if isinstance(error.cause, RecoveryError):
+            raise error.cause from None
+        raise
+
+
+@dataclass(frozen=True, slots=True)
+class RouteHandle:
+    """The route API of one route, called on the host that owns it."""
+
+    route_id: str
+    host: Any  # a Ray actor handle of RouteHost
+
+    async def start(
+        self, profile: RouteProfile, *, caller: CallerContext, invocation_id: str
+    ) -> RouteSnapshot:
+        return await _call(  # type: ignore[no-any-return]  # ray is untyped
+            self.host.start, self.route_id, profile, caller=caller, invocation_id=invocation_id
+        )
+
+    async def report_failure(
+        self,
+        expected_generation: int,
+        evidence: Evidence | Classification,
+        turn: TurnEvidence | None,
+        *,
+        caller: CallerContext,
+        invocation_id: str,
+    ) -> RouteSnapshot:
+        return await _call(  # type: ignore[no-any-return]  # ray is untyped
+            self.host.report_failure, self.route_id, expected_generation, evidence, turn,
+            caller=caller, invocation_id=invocation_id,
+        )  # fmt: skip
+
+    async def report_success(self, expected_generation: int) -> RouteSnapshot:
+        return await self._action("report_success", expected_generation)
+
+    async def retry_now(self, expected_generation: int) -> RouteSnapshot:
+        return await self._action("retry_now", expected_generation)
+
+    async def skip_now(self, expected_generation: int) -> RouteSnapshot:
+        return await self._action("skip_now", expected_generation)
+
+    async def cancel_wait(self, expected_generation: int) -> RouteSnapshot:
+        return await self._action("cancel_wait", expected_generation)
+
+    async def stop(self, expected_generation: int) -> RouteSnapshot:
+        return await self._action("stop", expected_generation)
+
+    async def resume(self, expected_generation: int) -> RouteSnapshot:
+        return await self._action("resume", expected_generation)
+
+    async def start_fresh(
+        self, expected_generation: int, profile: RouteProfile | None = None
+    ) -> RouteSnapshot:
+        return await _call(  # type: ignore[no-any-return]  # ray is untyped
+            self.host.start_fresh, self.route_id, expected_generation, profile
+        )
+
+    async def close(self, expected_generation: int) -> RouteSnapshot:
+        return await self._action("close", expected_generation)
+
+    async def snapshot(self) -> RouteSnapshot:
+        return await _call(self.host.snapshot, self.route_id)  # type: ignore[no-any-return]  # ray is untyped
+
+    async def history(self) -> list[AttemptRecord]:
+        return await _call(self.host.history, self.route_id)  # type: ignore[no-any-return]  # ray is untyped
+
+    async def _action(self, name: str, expected_generation: int) -> RouteSnapshot:
+        method = getattr(self.host, name)
+        return await _call(method, self.route_id, expected_generation)  # type: ignore[no-any-return]  # ray is untyped
+
+
+@dataclass
+class RecoveryRuntime:
+    """Configuration, and once started, the running runtime."""
+
+    redis_url: str | None = None
+    data_dir: Path | None = None
+    ray_address: str | None = None
+    host_count: int = 2
+    key_prefix: str = DEFAULT_PREFIX
+    virtual_nodes: int = DEFAULT_VIRTUAL_NODES
+    hosts: list[Any] = field(default_factory=list, init=False, repr=False)
+    _ring: HashRing | None = field(default=None, init=False, repr=False)
+    _embedded: EmbeddedRedis | None = field(default=None, init=False, repr=False)
+    _started_ray: bool = field(default=False, init=False, repr=False)
+    _url: str | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.host_count < 1:
+            raise ValueError(f"host_count must be >= 1, got {self.host_count}")
+        KeySpace(self.key_prefix)  # validates the prefix
+
+    @property
+    def url(self) -> str:
+        """The Redis URL in use (for an embedded Redis, its unix socket)."""
+        if self._url is None:
+            raise RuntimeError("the runtime is not started")
+        return self._url
+
+    def start(self) -> Self:
+        """Connect to or start Ray and Redis, create or find the hosts, and wait until
+        each has rehydrated its schedules."""
+        self._start_ray()
+        self._url = self._start_redis()
+        host_ids = [f"host-{index}" for index in range(self.host_count)]
+        self.hosts = [
+            RemoteRouteHost.options(
+                name=host_name(self.key_prefix, index), namespace=NAMESPACE,
+                get_if_exists=True, num_cpus=0, lifetime="detached",
+            ).remote(host_id, self._url, self.key_prefix)
+            for index, host_id in enumerate(host_ids)
+        ]  # fmt: skip
+        self._ring = HashRing(host_ids, virtual_nodes=self.virtual_nodes)
+        ray.get([host.ready.remote() for host in self.hosts])
+        return self
+
+    def host_index(self, route_id: str) -> int:
+        if self._ring is None:
+            raise RuntimeError("the runtime is not started")
+        owner = self._ring.node_for(valid_route_id(route_id))
+        return self._ring.nodes.index(owner)
+
+    def route(self, route_id: str) -> RouteHandle:
+        return RouteHandle(route_id, self.hosts[self.host_index(route_id)])
+
+    def shutdown(self) -> None:
+        """Kill the hosts (their schedules stay in Redis), stop the embedded Redis this
+        runtime started, and Ray if this runtime started it."""
+        for host in self.hosts:
+            ray.kill(host, no_restart=True)
+        self._wait_hosts_gone()
+        self.hosts = []
+        self._ring = None
+        if self._embedded is not None:
+            self._embedded.stop()
+            self._embedded = None
+        if self._started_ray:
+            ray.shutdown()
+            self._started_ray = False
+
+    def _start_ray(self) -> None:
+        if ray.is_initialized():
+            return
+        address = self.ray_address or os.environ.get("RAY_ADDRESS")
+        ray.init(address=address or "local", namespace=NAMESPACE)
+        self._started_ray = True
+
+    def _start_redis(self) -> str:
+        url = self.redis_url or os.environ.get("REDIS_URL")
+        if url:
+            return url
+        folder = self.data_dir or Path(os.environ.get("RECOVERY_DATA_DIR", DEFAULT_DATA_DIR))
+        self._embedded = EmbeddedRedis(folder.expanduser())
+        return self._embedded.start()
+
+    def _wait_hosts_gone(self) -> None:
+        """ray.kill returns before the actor is gone; wait until its name is free."""
+        deadline = time.monotonic() + HOST_STOP_TIMEOUT_S
+        for index in range(len(self.hosts)):
+            while time.monotonic() < deadline:
+                try:
+                    ray.get_actor(host_name(self.key_prefix, index), namespace=NAMESPACE)
+                except ValueError:
+                    break
+                time.sleep(HOST_STOP_POLL_S)

@@ -1,0 +1,75 @@
+"""A route host's in-process timers, on a plain asyncio loop with a scripted clock: no
+Ray, no Redis, no sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+from actors.route_models import RouteSnapshot
+from actors.route_timers import RouteTimers
+from tests.actors.route_builders import T0
+
+DEADLINE = T0 + timedelta(seconds=5)
+
+
+class ScriptedClock:
+    """Returns the given instants in turn, then the last one forever."""
+
+    def __init__(self, *instants: datetime) -> None:
+        self._instants: Iterator[datetime] = iter(instants)
+        self._last = instants[0]
+
+    def now(self) -> datetime:
+        self._last = next(self._instants, self._last)
+        return self._last
+
+
+def waiting(generation: int = 1, ordinal: int = 1) -> RouteSnapshot:
+    return RouteSnapshot(
+        route_id="route-1", generation=generation, state="retry_wait", attempt_ordinal=ordinal,
+        retry_ordinal=ordinal, retry_max=3, deadline=DEADLINE,
+    )  # fmt: skip
+
+
+def retrying(generation: int = 1, ordinal: int = 1) -> RouteSnapshot:
+    return waiting(generation, ordinal).model_copy(update={"state": "retrying", "deadline": None})
+
+
+def test_a_timer_that_wakes_early_rearms_and_fires_once_at_the_deadline() -> None:
+    fired: list[tuple[str, int, int]] = []
+
+    async def scenario() -> None:
+        done = asyncio.Event()
+
+        async def fire_due(route_id: str, generation: int, ordinal: int) -> RouteSnapshot:
+            fired.append((route_id, generation, ordinal))
+            done.set()
+            return retrying(generation, ordinal)
+
+        # arm (at the deadline: due at once), wake early by 1 ms, re-arm, wake on time
+        early = DEADLINE - timedelta(milliseconds=1)
+        timers = RouteTimers(fire_due, ScriptedClock(DEADLINE, early, DEADLINE))
+        timers.track(waiting())
+        await asyncio.wait_for(done.wait(), timeout=5)
+        assert len(timers) == 0
+
+    asyncio.run(scenario())
+    assert fired == [("route-1", 1, 1)]
+
+
+def test_an_older_answer_arriving_late_never_cancels_a_newer_timer() -> None:
+    async def scenario() -> None:
+        async def fire_due(route_id: str, generation: int, ordinal: int) -> RouteSnapshot:
+            raise AssertionError("not due in this test")
+
+        timers = RouteTimers(fire_due, ScriptedClock(T0))
+        timers.track(waiting(ordinal=2))
+        timers.track(retrying(ordinal=1))
+        assert timers.deadline_of("route-1") == DEADLINE
+        timers.track(retrying(ordinal=2))
+        assert timers.deadline_of("route-1") is None
+        timers.cancel_all()
+
+    asyncio.run(scenario())
