@@ -1,1 +1,81 @@
-"""Per-resource circuit state machine with an exclusive probe lease. Pure."""
+"""Per-resource circuit state machine with an exclusive probe lease. Pure.
+
+No clock, no randomness, no I/O: `now` and any randomness are arguments, states are
+frozen values the shell stores (as JSON) and replaces.
+"""
+
+from circuits.machine import (
+    ALLOWED_EDGES,
+    CircuitState,
+    CircuitStatus,
+    DenialReason,
+    FailureMark,
+    ProbeDenied,
+    ProbeGrant,
+    ProbeLease,
+    abandon_probe,
+    acquire_probe,
+    holds_probe,
+    is_eligible,
+    next_change_at,
+    record_failure,
+    record_probe_result,
+)
+from circuits.qualify import (
+    HARD_OPEN_CODES,
+    QUALIFYING_CODES,
+    TRANSIENT_COUNTED_CODES,
+    FailureLike,
+    Severity,
+    severity,
+    trusted_reset,
+)
+from circuits.release import ReleasePlan, ReleaseSlot, hashed_jitter, plan_release, wave_budget
+from circuits.resource import (
+    SCOPE_GRANULARITY,
+    Granularity,
+    ResourceKey,
+    covering_keys,
+    credential_fingerprint,
+    granularity_for,
+    resource_key_for,
+)
+from circuits.settings import CircuitSettings
+
+__all__ = [
+    "ALLOWED_EDGES",
+    "HARD_OPEN_CODES",
+    "QUALIFYING_CODES",
+    "SCOPE_GRANULARITY",
+    "TRANSIENT_COUNTED_CODES",
+    "CircuitSettings",
+    "CircuitState",
+    "CircuitStatus",
+    "DenialReason",
+    "FailureLike",
+    "FailureMark",
+    "Granularity",
+    "ProbeDenied",
+    "ProbeGrant",
+    "ProbeLease",
+    "ReleasePlan",
+    "ReleaseSlot",
+    "ResourceKey",
+    "Severity",
+    "abandon_probe",
+    "acquire_probe",
+    "covering_keys",
+    "credential_fingerprint",
+    "granularity_for",
+    "hashed_jitter",
+    "holds_probe",
+    "is_eligible",
+    "next_change_at",
+    "plan_release",
+    "record_failure",
+    "record_probe_result",
+    "resource_key_for",
+    "severity",
+    "trusted_reset",
+    "wave_budget",
+]

@@ -1,0 +1,131 @@
+"""Which provider resource a failure breaks: the key a circuit is shared under.
+
+A candidate is bound to a provider, a model and a credential. The credential is never
+stored as such: its binding (an account id, a profile name, a key id) is reduced to an
+HMAC-SHA256 fingerprint under the installation's secret key, so two installations never
+share fingerprints and a fingerprint never reveals the account it stands for.
+
+A failure's classification scope says how much of that binding is broken:
+
+- `provider` scope opens the provider-wide circuit (every account, every model);
+- `account` and `profile` scope open the circuit of that credential (every model);
+- `model` scope opens the circuit of that model under that credential;
+- `request` scope breaks no shared resource (no circuit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from enum import StrEnum
+from typing import Final, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from catalogue.codes import Scope
+
+_FINGERPRINT_PATTERN: Final = r"^[0-9a-f]{64}$"
+
+
+class Granularity(StrEnum):
+    """How much of a candidate's binding a circuit covers, coarsest first."""
+
+    PROVIDER = "provider"
+    ACCOUNT = "account"
+    MODEL = "model"
+
+
+SCOPE_GRANULARITY: Final[dict[Scope, Granularity | None]] = {
+    Scope.PROVIDER: Granularity.PROVIDER,
+    Scope.ACCOUNT: Granularity.ACCOUNT,
+    Scope.PROFILE: Granularity.ACCOUNT,
+    Scope.MODEL: Granularity.MODEL,
+    Scope.REQUEST: None,
+}
+
+
+def granularity_for(scope: Scope) -> Granularity | None:
+    """The circuit granularity a classification scope breaks; None for request scope."""
+    return SCOPE_GRANULARITY[scope]
+
+
+def credential_fingerprint(binding: str, installation_key: bytes) -> str:
+    """HMAC-SHA256 (hex) of a credential binding under the installation key."""
+    if not installation_key:
+        raise ValueError("installation key must not be empty")
+    if not binding:
+        raise ValueError("credential binding must not be empty")
+    return hmac.new(installation_key, binding.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+class ResourceKey(BaseModel):
+    """One shared circuit's identity. `provider` alone is the provider-wide circuit; with a
+    fingerprint it is one credential's; with a model too it is that model under that
+    credential. A model without a credential is not a key (it would let one account's
+    disallowed model block every other account)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str = Field(min_length=1)
+    model: str | None = Field(default=None, min_length=1)
+    credential_fingerprint: str | None = Field(default=None, pattern=_FINGERPRINT_PATTERN)
+
+    @model_validator(mode="after")
+    def _model_needs_a_credential(self) -> Self:
+        if self.model is not None and self.credential_fingerprint is None:
+            raise ValueError(f"model {self.model!r} needs a credential fingerprint")
+        return self
+
+    @classmethod
+    def for_candidate(cls, provider: str, model: str, credential_fingerprint: str) -> Self:
+        """A candidate's full binding (model granularity)."""
+        return cls(provider=provider, model=model, credential_fingerprint=credential_fingerprint)
+
+    @property
+    def granularity(self) -> Granularity:
+        if self.credential_fingerprint is None:
+            return Granularity.PROVIDER
+        if self.model is None:
+            return Granularity.ACCOUNT
+        return Granularity.MODEL
+
+    @property
+    def resource_id(self) -> str:
+        """A stable id made of `[0-9a-f]` only, fit for storage keys and job ids."""
+        canonical = json.dumps(
+            [self.provider, self.model, self.credential_fingerprint], separators=(",", ":")
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+    @property
+    def label(self) -> str:
+        """A short human-readable name: `provider/model/fingerprint-prefix`."""
+        fingerprint = (self.credential_fingerprint or "*")[:12]
+        return f"{self.provider}/{self.model or '*'}/{fingerprint}"
+
+    def narrowed_to(self, granularity: Granularity) -> ResourceKey:
+        """This key at a coarser (or the same) granularity."""
+        order = list(Granularity)
+        if order.index(granularity) > order.index(self.granularity):
+            raise ValueError(f"a {self.granularity} key cannot be refined to {granularity}")
+        if granularity is Granularity.PROVIDER:
+            return ResourceKey(provider=self.provider)
+        if granularity is Granularity.ACCOUNT:
+            return ResourceKey(
+                provider=self.provider, credential_fingerprint=self.credential_fingerprint
+            )
+        return self
+
+
+def resource_key_for(candidate: ResourceKey, scope: Scope) -> ResourceKey | None:
+    """The circuit a failure of `scope` on `candidate` opens; None when it opens none."""
+    granularity = granularity_for(scope)
+    return None if granularity is None else candidate.narrowed_to(granularity)
+
+
+def covering_keys(candidate: ResourceKey) -> tuple[ResourceKey, ...]:
+    """Every circuit a dispatch to `candidate` must find closed, coarsest first."""
+    order = list(Granularity)
+    depth = order.index(candidate.granularity)
+    return tuple(candidate.narrowed_to(granularity) for granularity in order[: depth + 1])
