@@ -1,0 +1,222 @@
+"""Dispatch through rq with the ledger: each attempt is dispatched at most once, stale
+jobs do nothing, failures end in action_required, reconciliation re-arms only what
+provably never started (integration tier: real Redis, rq SimpleWorker in burst mode)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+from rq import Queue, SimpleWorker
+from rq.job import Job
+from rq.serializers import JSONSerializer
+
+from actors.dispatch import (
+    JOB_FUNCTION,
+    REASON_ABANDONED,
+    REASON_AMBIGUOUS,
+    REASON_NOT_DISPATCHED,
+    DispatchLedger,
+    dispatch_job_id,
+    dispatch_queue,
+    enqueue_dispatch,
+    read_route,
+    reconcile,
+)
+from actors.keys import KeySpace
+from actors.route_models import RouteSnapshot
+from tests.actors.conftest import Backend
+from tests.actors.fake_dispatcher import calls_key
+from tests.actors.route_builders import T0, deadline_reached, in_seconds, retry_wait, start
+
+pytestmark = pytest.mark.integration
+
+R = "route-dispatch-1"
+DELIVER = "tests.actors.fake_dispatcher:deliver"
+REFUSE = "tests.actors.fake_dispatcher:refuse"
+EXPLODE = "tests.actors.fake_dispatcher:explode"
+
+
+@dataclass
+class Rig:
+    """A sync connection as rq uses it, the test's dispatch queue and key space."""
+
+    connection: redis.Redis
+    queue: Queue
+    keys: KeySpace
+
+    def work(self) -> None:
+        worker = SimpleWorker([self.queue], connection=self.connection, serializer=JSONSerializer)
+        worker.work(burst=True, with_scheduler=True)
+
+    def calls(self) -> list[dict[str, Any]]:
+        raw = self.connection.lrange(calls_key(self.keys.prefix), 0, -1)
+        return [json.loads(item) for item in raw]
+
+    def route(self, route_id: str = R) -> RouteSnapshot:
+        return read_route(self.connection, self.keys, route_id)
+
+    def ledger(self) -> DispatchLedger:
+        return DispatchLedger(self.connection, self.keys)
+
+    def enqueue(self, dispatcher: str, route_id: str = R, generation: int = 1) -> str | None:
+        return enqueue_dispatch(
+            self.queue, self.keys, route_id, generation, 1, dispatcher=dispatcher, now=T0
+        )
+
+
+@pytest.fixture
+def rig(real_backend: Backend) -> Iterator[Rig]:
+    assert real_backend.url is not None
+    connection = redis.Redis.from_url(real_backend.url)
+    queue = dispatch_queue(connection, f"{real_backend.keys.prefix}-dispatch")
+    yield Rig(connection, queue, real_backend.keys)
+    for job_id in queue.finished_job_registry.get_job_ids():
+        Job.fetch(job_id, connection=connection, serializer=JSONSerializer).delete()
+    queue.delete(delete_jobs=True)
+    connection.close()
+
+
+def retrying(backend: Backend, route_id: str = R) -> RouteSnapshot:
+    """A route whose retry 1 is due: retrying at generation 1, attempt ordinal 1."""
+
+    async def main() -> RouteSnapshot:
+        async with backend.store() as store:
+            await store.apply(start(route_id))
+            await store.apply(retry_wait(route_id, 1, deadline=in_seconds(5)))
+            return await store.apply(deadline_reached(route_id, 1))
+
+    return asyncio.run(main())
+
+
+def test_a_due_retry_dispatches_exactly_once_even_when_enqueued_twice(
+    real_backend: Backend, rig: Rig
+) -> None:
+    retrying(real_backend)
+    first = rig.enqueue(DELIVER)
+    second = rig.enqueue(DELIVER)
+    assert first == second == dispatch_job_id(rig.keys, R, 1, 1)
+    assert rig.queue.count == 1  # the deterministic id deduplicates
+    # a duplicate that slips past the id (another id, same attempt) is fenced by the ledger
+    rig.queue.enqueue(JOB_FUNCTION, rig.keys.prefix, R, 1, 1, DELIVER, job_id="dup-" + first)
+    rig.work()
+
+    assert len(rig.calls()) == 1
+    call = rig.calls()[0]
+    assert (call["route_id"], call["generation"], call["ordinal"]) == (R, 1, 1)
+    assert call["candidate"] == "claude"
+    assert call["replay"]["route_id"] == R
+    entry = rig.ledger().read(R, 1, 1)
+    assert (entry.state, entry.fields["outcome"]) == ("finished", "delivered")
+    assert rig.route().state == "retrying"  # the orchestrator reports the turn's outcome
+    duplicate = Job.fetch("dup-" + first, connection=rig.connection, serializer=JSONSerializer)
+    assert duplicate.return_value() == "duplicate"
+    assert rig.enqueue(DELIVER) is None  # a finished attempt is never enqueued again
+
+
+def test_a_job_for_a_stale_generation_or_ordinal_does_nothing(
+    real_backend: Backend, rig: Rig
+) -> None:
+    retrying(real_backend)
+    stale_ordinal = enqueue_dispatch(rig.queue, rig.keys, R, 1, 0, dispatcher=DELIVER, now=T0)
+    stale_generation = enqueue_dispatch(rig.queue, rig.keys, R, 2, 1, dispatcher=DELIVER, now=T0)
+    rig.work()
+
+    assert rig.calls() == []
+    for job_id in (stale_ordinal, stale_generation):
+        assert job_id is not None
+        job = Job.fetch(job_id, connection=rig.connection, serializer=JSONSerializer)
+        assert job.return_value() == "stale"
+    assert rig.ledger().read(R, 1, 0).state == "queued"  # never started: provably undispatched
+    assert rig.route().state == "retrying"
+
+
+def test_not_dispatched_moves_the_route_to_action_required(real_backend: Backend, rig: Rig) -> None:
+    retrying(real_backend)
+    rig.enqueue(REFUSE)
+    rig.work()
+
+    assert len(rig.calls()) == 1
+    entry = rig.ledger().read(R, 1, 1)
+    assert (entry.state, entry.fields["outcome"]) == ("finished", "not_dispatched")
+    route = rig.route()
+    assert (route.state, route.reason) == ("action_required", REASON_NOT_DISPATCHED)
+    assert route.generation == 1
+
+
+def test_a_dispatcher_exception_is_ambiguous_and_never_dispatched_again(
+    real_backend: Backend, rig: Rig
+) -> None:
+    retrying(real_backend)
+    rig.enqueue(EXPLODE)
+    rig.work()
+
+    entry = rig.ledger().read(R, 1, 1)
+    assert (entry.state, entry.fields["outcome"]) == ("finished", "failed")
+    route = rig.route()
+    assert (route.state, route.reason) == ("action_required", REASON_AMBIGUOUS)
+    # neither a repeated job nor reconciliation dispatches it again
+    rig.queue.enqueue(JOB_FUNCTION, rig.keys.prefix, R, 1, 1, EXPLODE, job_id="again")
+    report = reconcile(rig.queue, rig.keys, EXPLODE, now=T0)
+    rig.work()
+    assert report.requeued == []
+    assert len(rig.calls()) == 1
+
+
+def test_reconcile_requeues_a_queued_never_started_dispatch_once(
+    real_backend: Backend, rig: Rig
+) -> None:
+    retrying(real_backend)
+    job_id = dispatch_job_id(rig.keys, R, 1, 1)
+    rig.ledger().queue(R, 1, 1, job_id, T0)  # the ledger was written; the job was lost
+
+    first = reconcile(rig.queue, rig.keys, DELIVER, now=T0)
+    second = reconcile(rig.queue, rig.keys, DELIVER, now=T0)
+    assert first.requeued == second.requeued == [R]
+    assert rig.queue.count == 1
+    rig.work()
+    third = reconcile(rig.queue, rig.keys, DELIVER, now=T0)
+    rig.work()
+
+    assert third.left == [R]
+    assert len(rig.calls()) == 1
+    assert rig.ledger().read(R, 1, 1).fields["outcome"] == "delivered"
+
+
+def test_reconcile_turns_a_started_never_finished_dispatch_into_action_required(
+    real_backend: Backend, rig: Rig
+) -> None:
+    retrying(real_backend)
+    rig.ledger().start(R, 1, 1, "worker-that-died", T0)
+
+    report = reconcile(rig.queue, rig.keys, DELIVER, now=T0)
+    assert report.ambiguous == [R]
+    route = rig.route()
+    assert (route.state, route.reason) == ("action_required", REASON_ABANDONED)
+    # a late job for that attempt is stale, and nothing is ever dispatched
+    rig.queue.enqueue(JOB_FUNCTION, rig.keys.prefix, R, 1, 1, DELIVER, job_id="late")
+    again = reconcile(rig.queue, rig.keys, DELIVER, now=T0 + timedelta(hours=1))
+    rig.work()
+    assert again == type(again)()
+    assert rig.calls() == []
+    assert rig.ledger().read(R, 1, 1).state == "started"
+
+
+def test_nothing_dispatches_twice_across_reconcile_runs(real_backend: Backend, rig: Rig) -> None:
+    routes = [f"route-many-{index}" for index in range(5)]
+    for route_id in routes:
+        retrying(real_backend, route_id)
+    for route_id in routes[:2]:
+        rig.enqueue(DELIVER, route_id)  # enqueued normally; the rest were never enqueued
+    for _ in range(3):
+        reconcile(rig.queue, rig.keys, DELIVER, now=T0)
+        rig.work()
+
+    dispatched = sorted(call["route_id"] for call in rig.calls())
+    assert dispatched == sorted(routes)
