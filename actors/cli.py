@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from actors import cli_acp, cli_catalogue, cli_policy, cli_routes
+from actors import cli_acp, cli_catalogue, cli_policy, cli_reconcile, cli_routes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_catalogue.register(commands)
     cli_policy.register(commands)
     cli_routes.register(commands)
+    cli_reconcile.register(commands)
     cli_acp.register(commands)
     return parser
 

@@ -161,6 +161,11 @@ class DispatchLedger:
 # Enqueueing
 
 
+def default_queue_name(prefix: str) -> str:
+    """The dispatch queue of a key prefix, as the runtime and `recovery reconcile` name it."""
+    return f"{prefix}-dispatch"
+
+
 def dispatch_queue(connection: Redis, name: str = DEFAULT_QUEUE) -> Queue:
     """The rq queue dispatch jobs go to, with the JSON serializer."""
     return Queue(name, connection=connection, serializer=JSONSerializer)

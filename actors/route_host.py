@@ -6,10 +6,20 @@ forwards the route API to it. Every written route joins the host's index set in 
 arms, re-arms or cancels that route's in-process timer (actors/route_timers.py); a timer
 calls the fenced `fire_due(route_id, generation, ordinal)`.
 
+Dispatch: a host built with a dispatcher import path enqueues the rq dispatch job
+(actors/dispatch.py, on its dispatch queue) whenever `fire_due` or `retry_now` leaves a
+route in `retrying` — only after that transition was written, since the answer is the
+snapshot Redis returned. Enqueueing is idempotent (the attempt's ledger and the job id
+fence it), so a repeated or no-op `fire_due` on a retrying route enqueues nothing new. If
+Redis fails between the write and the enqueue, the route stays `retrying` with no ledger:
+reconciliation (at every host start, or `recovery reconcile`) enqueues it then.
+
 On start (including every restart by Ray, `max_restarts=-1`) the host rehydrates: it
 reads the pending schedules of the routes in its index set and arms them, so overdue ones
-fire at once; then it freezes the GC generations (`gc.freeze()`) so long-lived route state
-stays out of full collections, which are the tail of timer lateness (DESIGN.md §5a).
+fire at once; with a dispatcher it then reconciles the pending dispatches
+(`actors.dispatch.reconcile`); then it freezes the GC generations (`gc.freeze()`) so
+long-lived route state stays out of full collections, which are the tail of timer
+lateness (DESIGN.md §5a).
 Calls wait for rehydration to finish.
 
 Declared as a plain class; the runtime wraps it with `ray.remote(max_restarts=-1,
@@ -27,10 +37,13 @@ import logging
 import os
 from typing import Final
 
+import redis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from actors.clock import Clock, SystemClock
+from actors.dispatch import DEFAULT_QUEUE, ReconcileReport, dispatch_queue, enqueue_dispatch
+from actors.dispatch import reconcile as reconcile_dispatches
 from actors.errors import RecoveryError
 from actors.keys import KeySpace, valid_host_id
 from actors.route_commands import RouteSettings
@@ -56,8 +69,13 @@ class RouteHost:
         *,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         clock: Clock | None = None,
+        dispatcher: str | None = None,
+        queue_name: str = DEFAULT_QUEUE,
     ) -> None:
         self.host_id = valid_host_id(host_id)
+        self._dispatcher = dispatcher
+        self._queue_name = queue_name
+        self._sync: redis.Redis | None = None  # rq's client, created on first dispatch
         self._clock = clock or SystemClock()
         self._keys = KeySpace(key_prefix)
         self._redis_url = redis_url
@@ -66,8 +84,9 @@ class RouteHost:
         )
         settings = RouteSettings(host_id=self.host_id)
         self._service = RouteService(self._store, self._clock, settings=settings)
-        self._timers = RouteTimers(self._service.fire_due, self._clock)
+        self._timers = RouteTimers(self._timer_fired, self._clock)
         self._rehydrated: list[ScheduleEntry] = []
+        self._reconciled: ReconcileReport | None = None
         # Ray runs an async actor's __init__ on its event loop: start rehydrating now,
         # without waiting for a first call (a restarted host has timers to fire).
         self._ready = asyncio.get_running_loop().create_task(self._rehydrate())
@@ -86,10 +105,17 @@ class RouteHost:
         await self._ready
         return len(self._timers)
 
+    async def reconciled(self) -> ReconcileReport | None:
+        """What the reconciliation at this host's start did (None without a dispatcher)."""
+        await self._ready
+        return self._reconciled
+
     async def aclose(self) -> None:
-        """Cancel the timers and close the Redis pool (the schedules stay in Redis)."""
+        """Cancel the timers and close the Redis pools (the schedules stay in Redis)."""
         self._timers.cancel_all()
         await self._store.aclose()
+        if self._sync is not None:
+            self._sync.close()
 
     async def _rehydrate(self) -> None:
         while True:
@@ -102,6 +128,11 @@ class RouteHost:
         for entry in entries:
             self._timers.arm_schedule(entry)
         self._rehydrated = entries
+        if self._dispatcher is not None:
+            try:
+                self._reconciled = await asyncio.to_thread(self._reconcile, self._dispatcher)
+            except (RedisError, RecoveryError) as error:
+                log.warning("route host %s could not reconcile dispatches: %s", self.host_id, error)
         gc.collect()
         gc.freeze()
         log.info("route host %s rehydrated %d schedules", self.host_id, len(entries))
@@ -150,7 +181,8 @@ class RouteHost:
 
     async def retry_now(self, route_id: str, expected_generation: int) -> RouteSnapshot:
         await self._ready
-        return self._tracked(await self._service.retry_now(route_id, expected_generation))
+        snapshot = self._tracked(await self._service.retry_now(route_id, expected_generation))
+        return await self._dispatched(snapshot)
 
     async def skip_now(self, route_id: str, expected_generation: int) -> RouteSnapshot:
         await self._ready
@@ -182,7 +214,8 @@ class RouteHost:
     async def fire_due(self, route_id: str, generation: int, ordinal: int) -> RouteSnapshot:
         """What a timer does; also the entry point of a durable backstop."""
         await self._ready
-        return self._tracked(await self._service.fire_due(route_id, generation, ordinal))
+        snapshot = self._tracked(await self._service.fire_due(route_id, generation, ordinal))
+        return await self._dispatched(snapshot)
 
     async def snapshot(self, route_id: str) -> RouteSnapshot:
         await self._ready
@@ -195,3 +228,35 @@ class RouteHost:
     def _tracked(self, snapshot: RouteSnapshot) -> RouteSnapshot:
         self._timers.track(snapshot)
         return snapshot
+
+    # Dispatch
+
+    async def _timer_fired(self, route_id: str, generation: int, ordinal: int) -> RouteSnapshot:
+        """What a timer performs (RouteTimers tracks the answer itself)."""
+        return await self._dispatched(await self._service.fire_due(route_id, generation, ordinal))
+
+    async def _dispatched(self, snapshot: RouteSnapshot) -> RouteSnapshot:
+        """Enqueue the dispatch of a route Redis says is `retrying`; the snapshot."""
+        if self._dispatcher is None or snapshot.state != "retrying":
+            return snapshot
+        try:
+            await asyncio.to_thread(self._enqueue, snapshot, self._dispatcher)
+        except (RedisError, RecoveryError) as error:  # reconciliation enqueues it later
+            log.warning("dispatch of route %s not enqueued: %s", snapshot.route_id, error)
+        return snapshot
+
+    def _connection(self) -> redis.Redis:
+        if self._sync is None:
+            self._sync = redis.Redis.from_url(self._redis_url)
+        return self._sync
+
+    def _enqueue(self, snapshot: RouteSnapshot, dispatcher: str) -> str | None:
+        queue = dispatch_queue(self._connection(), self._queue_name)
+        return enqueue_dispatch(
+            queue, self._keys, snapshot.route_id, snapshot.generation,
+            snapshot.attempt_ordinal, dispatcher=dispatcher, now=self._clock.now(),
+        )  # fmt: skip
+
+    def _reconcile(self, dispatcher: str) -> ReconcileReport:
+        queue = dispatch_queue(self._connection(), self._queue_name)
+        return reconcile_dispatches(queue, self._keys, dispatcher, now=self._clock.now())

@@ -15,6 +15,14 @@ one Ray namespace (names derived from the key prefix), so a second runtime on th
 cluster and prefix finds and shares them. A route belongs to the host a consistent hash
 ring (actors/hash_ring.py) picks for its id; every process agrees on it.
 
+Dispatch: with `dispatcher="module:callable"` the hosts enqueue a dispatch job whenever
+a route becomes `retrying`, and the runtime runs `worker_count` supervised rq worker
+processes on the dispatch queue (`queue_name`, default `<key prefix>-dispatch`;
+actors/workers.py); `worker_paths` are added to the workers' import path (where the
+dispatcher lives, if not installed). A worker found dead is forgotten by rq, the pending
+dispatches are reconciled (its started ones become `action_required`) and it is replaced.
+`shutdown()` stops the workers before the hosts and Redis.
+
 Retried calls: hosts run with `max_task_retries=-1`, so a call in flight when its host
 dies is sent again to the restarted host. If the first attempt had committed, the retry
 is rejected by the generation fence and the handle raises the TransitionRejectedError
@@ -26,15 +34,19 @@ where its own call would have (then re-read `snapshot()` and carry on).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Self
 
 import ray
+import redis
 
+from actors.dispatch import ReconcileReport, default_queue_name, dispatch_queue, reconcile
 from actors.embedded_redis import EmbeddedRedis
 from actors.errors import RecoveryError, TransitionRejectedError
 from actors.hash_ring import DEFAULT_VIRTUAL_NODES, HashRing
@@ -42,6 +54,7 @@ from actors.keys import DEFAULT_PREFIX, KeySpace, valid_route_id
 from actors.route_host import RouteHost
 from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot
 from actors.route_profiles import RouteProfile
+from actors.workers import DEFAULT_WORKER_COUNT, WorkerPool
 from catalogue import Classification, Evidence
 from policy import TurnEvidence
 
@@ -49,6 +62,8 @@ NAMESPACE: Final = "provider-recovery"
 DEFAULT_DATA_DIR: Final = Path("~/.local/state/provider-recovery")
 HOST_STOP_TIMEOUT_S: Final = 30.0
 HOST_STOP_POLL_S: Final = 0.05
+
+log = logging.getLogger(__name__)
 
 RemoteRouteHost = ray.remote(max_restarts=-1, max_task_retries=-1)(RouteHost)
 
@@ -153,16 +168,31 @@ class RecoveryRuntime:
     host_count: int = 2
     key_prefix: str = DEFAULT_PREFIX
     virtual_nodes: int = DEFAULT_VIRTUAL_NODES
+    dispatcher: str | None = None
+    worker_count: int = DEFAULT_WORKER_COUNT
+    queue_name: str | None = None
+    worker_paths: tuple[str, ...] = ()
     hosts: list[Any] = field(default_factory=list, init=False, repr=False)
     _ring: HashRing | None = field(default=None, init=False, repr=False)
     _embedded: EmbeddedRedis | None = field(default=None, init=False, repr=False)
     _started_ray: bool = field(default=False, init=False, repr=False)
     _url: str | None = field(default=None, init=False, repr=False)
+    workers: WorkerPool | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.host_count < 1:
             raise ValueError(f"host_count must be >= 1, got {self.host_count}")
+        if self.worker_count < 1:
+            raise ValueError(f"worker_count must be >= 1, got {self.worker_count}")
         KeySpace(self.key_prefix)  # validates the prefix
+        if self.queue_name is None:
+            self.queue_name = default_queue_name(self.key_prefix)
+
+    @property
+    def queue(self) -> str:
+        """The name of the rq queue dispatch jobs go to."""
+        assert self.queue_name is not None  # set in __post_init__
+        return self.queue_name
 
     @property
     def url(self) -> str:
@@ -181,12 +211,36 @@ class RecoveryRuntime:
             RemoteRouteHost.options(
                 name=host_name(self.key_prefix, index), namespace=NAMESPACE,
                 get_if_exists=True, num_cpus=0, lifetime="detached",
-            ).remote(host_id, self._url, self.key_prefix)
+            ).remote(
+                host_id, self._url, self.key_prefix, dispatcher=self.dispatcher,
+                queue_name=self.queue,
+            )
             for index, host_id in enumerate(host_ids)
         ]  # fmt: skip
         self._ring = HashRing(host_ids, virtual_nodes=self.virtual_nodes)
         ray.get([host.ready.remote() for host in self.hosts])
+        if self.dispatcher is not None:
+            self.workers = WorkerPool(
+                self._url, self.queue, count=self.worker_count,
+                name_prefix=f"{self.key_prefix}-worker", extra_paths=self.worker_paths,
+                on_death=self._worker_died,
+            ).start()  # fmt: skip
         return self
+
+    def reconcile(self) -> ReconcileReport:
+        """One reconciliation pass over the pending dispatches (actors/dispatch.py)."""
+        if self.dispatcher is None:
+            raise RuntimeError("the runtime has no dispatcher to reconcile with")
+        connection = redis.Redis.from_url(self.url)
+        try:
+            queue = dispatch_queue(connection, self.queue)
+            return reconcile(queue, KeySpace(self.key_prefix), self.dispatcher, now=_utcnow())
+        finally:
+            connection.close()
+
+    def _worker_died(self, name: str) -> None:
+        report = self.reconcile()
+        log.warning("after rq worker %s died, reconciliation: %s", name, report)
 
     def host_index(self, route_id: str) -> int:
         if self._ring is None:
@@ -199,7 +253,10 @@ class RecoveryRuntime:
 
     def shutdown(self) -> None:
         """Kill the hosts (their schedules stay in Redis), stop the embedded Redis this
-        runtime started, and Ray if this runtime started it."""
+        runtime started, and Ray if this runtime started it. The rq workers stop first."""
+        if self.workers is not None:
+            self.workers.stop()
+            self.workers = None
         for host in self.hosts:
             ray.kill(host, no_restart=True)
         self._wait_hosts_gone()
@@ -237,3 +294,7 @@ class RecoveryRuntime:
                 except ValueError:
                     break
                 time.sleep(HOST_STOP_POLL_S)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
