@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from acp.schema import PromptResponse, SessionNotification
 
 from catalogue import Evidence, EvidenceKind, classify
 from catalogue.acp import (
     CURSOR_DIAGNOSTIC,
+    AcpTurnObserver,
     ChunkSuppressed,
     TurnCompleted,
     TurnFailed,
     cursor_retriable_suffix,
 )
 from tests.catalogue.acp_messages import (
+    NOW,
     Message,
     done,
     failed,
@@ -204,3 +207,18 @@ def test_a_cancelled_turn_is_not_projected() -> None:
     events = replay("cursor-acp", [prompt(1), say(MARKER), cancel, done(1, "cancelled")])
     assert isinstance(events[-1], TurnCompleted)
     assert events[-1].stop_reason == "cancelled"
+
+
+def test_nothing_is_emitted_for_recovery_while_the_prompt_rpc_is_open() -> None:
+    observer = AcpTurnObserver("cursor-acp", "exec-1")
+    generation, started = observer.prompt_started("s1", NOW)
+    assert generation == 1
+    assert started == []
+    marker = SessionNotification.model_validate(say(MARKER)["params"])
+    during = observer.update(marker)
+    # Cursor is still retrying on its own: the chunk is hidden, no failure is emitted yet.
+    assert [type(e) for e in during] == [ChunkSuppressed]
+    assert observer.settle("s1", NOW) == []
+    observer.prompt_returned("s1", result=PromptResponse(stop_reason="end_turn"))
+    after = observer.settle("s1", NOW)
+    assert sum(isinstance(e, TurnFailed) for e in after) == 1
