@@ -274,16 +274,32 @@ def _text_fits(rule: Rule, text: TextViews) -> bool:
     if anchors is not None and anchors.isdisjoint(tokens):
         return False
     views = text.all
-    match = rule.match_any
-    if match is not None:
-        if len(views) == 1 and len(views[0]) < SHORT_VIEW:
-            if match.search(views[0]) is None:
-                return False
-        elif not any(_finds(match, rule.match_probes, v) for v in views):
-            return False
+    if not _matches(rule, views):
+        return False
     if not all(any(p.found_in(v) for v in views) for p in rule.require_probes):
         return False
     return not any(_finds(rule.unless_any, rule.unless_probes, v) for v in views)
+
+
+def _matches(rule: Rule, views: tuple[str, ...]) -> bool:
+    """Whether a `match` pattern holds in some view (true for a rule without patterns)."""
+    if rule.bounded_bytes is not None:
+        return any(_bounded_match(rule, v) for v in views)
+    match = rule.match_any
+    if match is None:
+        return True
+    if len(views) == 1 and len(views[0]) < SHORT_VIEW:
+        return match.search(views[0]) is not None
+    return any(_finds(match, rule.match_probes, v) for v in views)
+
+
+def _bounded_match(rule: Rule, view: str) -> bool:
+    limit = rule.bounded_bytes or 0
+    for probe in rule.match_probes:
+        found = probe.pattern.search(view)
+        if found is not None and 0 < len(found.group("bounded").encode("utf-8")) <= limit:
+            return True
+    return False
 
 
 # Below this length one alternation scan beats a Python-level loop of substring checks.

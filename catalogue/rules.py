@@ -105,6 +105,9 @@ class Rule:
     agents: frozenset[str] = frozenset()
     wrapper: bool = False
     priority: int = 100
+    # When set, a match counts only if its named group `bounded` is non-empty and at most
+    # this many bytes of UTF-8 (a regex counts characters; some signatures bound bytes).
+    bounded_bytes: int | None = None
     source: str = field(default="", compare=False)
 
     @property
@@ -116,7 +119,7 @@ _ALLOWED_FIELDS = frozenset(
     {
         "id", "code", "tier", "confidence", "scope", "why", "keys", "match", "require",
         "unless", "status", "exit_codes", "kinds", "providers", "agents", "wrapper",
-        "priority",
+        "priority", "bounded_bytes",
     }
 )  # fmt: skip
 
@@ -133,7 +136,8 @@ def _strings(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
 def _patterns(raw: Mapping[str, Any], name: str, where: str) -> tuple[re.Pattern[str], ...]:
     compiled = []
     for text in _strings(raw, name, where):
-        if text != text.lower() and "\\" not in text:
+        literal_part = text.replace("(?P<", "(?<").replace("(?P=", "(?=")  # group syntax
+        if literal_part != literal_part.lower() and "\\" not in text:
             raise RuleError(f"{where}.{name}: patterns match lowercase text, got {text!r}")
         try:
             compiled.append(re.compile(text))
@@ -214,8 +218,11 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
         agents=frozenset(a.lower() for a in _strings(raw, "agents", where)),
         wrapper=bool(raw.get("wrapper", False)),
         priority=int(raw.get("priority", 100)),
+        bounded_bytes=_bounded_bytes(raw, where),
         source=source,
     )
+    if rule.bounded_bytes is not None and any("bounded" not in p.groupindex for p in rule.match):
+        raise RuleError(f"{where}.bounded_bytes: every match pattern needs a (?P<bounded>…) group")
     _check_indexable(rule, where)
     rule = replace(
         rule,
@@ -244,6 +251,15 @@ def _alternation(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | Non
     if not patterns:
         return None
     return re.compile("|".join(f"(?:{p.pattern})" for p in patterns))
+
+
+def _bounded_bytes(raw: Mapping[str, Any], where: str) -> int | None:
+    value = raw.get("bounded_bytes")
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise RuleError(f"{where}.bounded_bytes: must be a positive whole number, got {value!r}")
+    return value
 
 
 def _check_indexable(rule: Rule, where: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from catalogue import Confidence, ErrorClass, Evidence, classify, explain
 from catalogue.classifier import NO_MATCH_RULE, PROSE_RULE, Catalogue
-from catalogue.rules import load_rule_file
+from catalogue.rules import RuleError, load_rule_file
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -224,3 +224,39 @@ def test_prose_after_an_error_report_is_not_part_of_it() -> None:
         text="Error: {\n}\nI think the rate limit is fine, overloaded_error was yesterday.",
     )
     assert "rate limit" not in explain(chunk).subject.text
+
+
+def test_bounded_bytes_limits_the_named_group_in_utf8_bytes() -> None:
+    rules = load_rule_file(
+        "t.toml",
+        """
+[[rule]]
+id = "x.bounded.v1"
+code = "rate_limited"
+tier = "exact"
+keys = ["zork"]
+match = ['^zork: (?P<bounded>.{1,8})$']
+bounded_bytes = 8
+why = "test"
+""",
+    )
+    catalogue = Catalogue(rules)
+    assert catalogue.classify(stderr("zork: abcdefgh")).code == "rate_limited"
+    assert catalogue.classify(stderr("zork: ééééé")).code == "unclassified"  # 10 bytes
+
+
+def test_bounded_bytes_needs_the_named_group() -> None:
+    with pytest.raises(RuleError, match="bounded"):
+        load_rule_file(
+            "t.toml",
+            """
+[[rule]]
+id = "x.bounded.v1"
+code = "rate_limited"
+tier = "exact"
+keys = ["zork"]
+match = ['^zork: .{1,8}$']
+bounded_bytes = 8
+why = "test"
+""",
+        )
