@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import to_json
+from pydantic_core import to_json, to_jsonable_python
 
 from actors.errors import (
     InvalidStateError,
@@ -47,6 +47,7 @@ _SCHEDULE_FROM_ROUTE: Final = (
     ("pending_outcome", "pending_outcome"),
     ("reason", "reason"),
 )
+_ROUTE_FIELDS: Final = tuple(RouteFields.model_fields)
 # Route fields an event repeats (all but the JSON documents), in stored order.
 _EVENT_ROUTE_FIELDS: Final = tuple(n for n in RouteFields.model_fields if n not in JSON_FIELDS)
 
@@ -60,17 +61,24 @@ def _dumps(value: Any) -> str:
     return to_json(value).decode()
 
 
+def _stored_text(name: str, value: Any) -> str:
+    """One route field as its stored string: what its JSON-mode dump gives, as text."""
+    if value is None:
+        return ""
+    if name in JSON_FIELDS:
+        return _dumps(value)
+    if type(value) is str:
+        return value
+    if type(value) is int:
+        return str(value)
+    plain = to_jsonable_python(value)  # enums, datetimes: pydantic-core's JSON forms
+    return plain if type(plain) is str else str(plain)
+
+
 def _route_texts(route: RouteFields) -> dict[str, str]:
-    """Every route field as its stored string (one pydantic dump per transition)."""
-    texts: dict[str, str] = {}
-    for name, value in route.model_dump(mode="json").items():
-        if value is None:
-            texts[name] = ""
-        elif name in JSON_FIELDS:
-            texts[name] = _dumps(value)
-        else:
-            texts[name] = value if type(value) is str else str(value)
-    return texts
+    """Every route field as its stored string, read field by field in the model's order
+    (no whole-model dump: its JSON documents are encoded once, by _dumps)."""
+    return {name: _stored_text(name, getattr(route, name)) for name in _ROUTE_FIELDS}
 
 
 def _decode(model: type[ModelT], raw: Mapping[str, str], what: str, **known: Any) -> ModelT:
@@ -100,7 +108,7 @@ def applied_snapshot(transition: Transition, at: datetime) -> RouteSnapshot:
         route_id=transition.route_id,
         generation=transition.generation,
         updated_at=at,
-        **dict(transition.route),
+        **transition.route.__dict__,  # the fields' values (what dict(model) iterates)
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from actors.errors import InvalidStateError, StaleGenerationError
 from actors.route_commands import RouteContext
@@ -27,6 +27,8 @@ from actors.route_models import (
 )
 from actors.route_profiles import RouteProfile, next_eligible
 from policy import CycleUsage
+
+ModelT = TypeVar("ModelT", RouteUpdate, AttemptRecord)
 
 MAX_TEXT: Final = 4096
 
@@ -45,6 +47,12 @@ FAILURE_CLEARED: Final[dict[str, Any]] = {
     "retry_ordinal": 0,
     "retry_max": 0,
 }
+
+
+_ROUTE_FIELDS: Final = tuple(RouteFields.model_fields)
+# Route fields holding JSON values only ever produced by a model's JSON dump, or read
+# back from a validated snapshot: validating them again (deeply) is most of a plan's cost.
+_DOCUMENTS: Final = ("policy_snapshot", "profile")
 
 
 def require(snapshot: RouteSnapshot, expected_generation: int, allowed: Iterable[str]) -> None:
@@ -66,11 +74,24 @@ def clip(text: str) -> str:
 
 def updated(snapshot: RouteSnapshot, **changes: Any) -> RouteUpdate:
     """The route as `snapshot` has it, with `changes`. The schedule (deadline and pending
-    outcome) is dropped unless `changes` sets it again: only a waiting route has one."""
-    values = {name: getattr(snapshot, name) for name in RouteFields.model_fields}
+    outcome) is dropped unless `changes` sets it again: only a waiting route has one.
+
+    Every field is validated but the JSON documents (_DOCUMENTS), which are set as they
+    are: they come from the snapshot (already validated) or from our own model dumps."""
+    values = {name: getattr(snapshot, name) for name in _ROUTE_FIELDS}
     values.update(deadline=None, pending_outcome=None)
     values.update(changes)
-    return RouteUpdate.model_validate(values)
+    documents = {name: values.pop(name) for name in _DOCUMENTS}
+    return _with_documents(RouteUpdate.model_validate(values), documents)
+
+
+def _with_documents(model: ModelT, documents: dict[str, Any]) -> ModelT:
+    """`model`, just validated without its JSON documents, with them set as they are (as
+    model_copy(update=...) would set them, without its copy: nothing else holds `model`
+    yet)."""
+    model.__dict__.update(documents)
+    model.__pydantic_fields_set__.update(documents)
+    return model
 
 
 def expiry(route: RouteUpdate, context: RouteContext) -> int | None:
@@ -114,13 +135,14 @@ def step(
             error_class=route.error_class,
             rule=route.rule,
             catalogue_version=route.catalogue_version,
-            policy_snapshot=route.policy_snapshot,
+            policy_snapshot=None,
             decision=decision,
             deadline=route.deadline,
             reason=route.reason,
             safe_excerpt=clip(safe_excerpt) if safe_excerpt else None,
             at=context.now,
         )
+        attempt = _with_documents(attempt, {"policy_snapshot": route.policy_snapshot})
     return Transition(
         route_id=snapshot.route_id,
         expected_generation=snapshot.generation,
