@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 
 def test_importing_the_core_packages_loads_no_ray_redis_or_rq() -> None:
@@ -20,3 +24,30 @@ def test_importing_the_core_packages_loads_no_ray_redis_or_rq() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(result.stdout) == []
+
+
+ROOT = Path(__file__).parents[1]
+CORE_MODULES = sorted(
+    path
+    for package in ("catalogue", "policy", "circuits")
+    for path in (ROOT / package).rglob("*.py")
+)
+# What a pure module may not reach for: clocks, randomness, the environment, the shell's
+# packages. `now` and any randomness are always arguments.
+FORBIDDEN_MODULES = {"time", "random", "secrets", "uuid", "os", "asyncio", "ray", "redis", "rq"}
+FORBIDDEN_CALLS = {"now", "utcnow", "today", "time", "monotonic"}
+
+
+@pytest.mark.parametrize("path", CORE_MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_core_module_imports_no_clock_randomness_or_shell(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names = {(node.module or "").split(".")[0]}
+        else:
+            names = set()
+        assert not names & (FORBIDDEN_MODULES | {"actors"}), (path.name, names)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            assert node.func.attr not in FORBIDDEN_CALLS, (path.name, node.func.attr)
