@@ -8,9 +8,11 @@ or thread runs the job, the test sees the calls.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 
 from rq import get_current_job
+from rq.job import Job
 
 from actors.dispatch import NotDispatched, ReplayIdentity
 
@@ -19,53 +21,47 @@ def calls_key(prefix: str) -> str:
     return f"{prefix}:fake:dispatched"
 
 
-def _record(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
+Dispatcher = Callable[[str, int, int, str | None, str | None, ReplayIdentity], None]
+
+
+def record_call(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
     route_id: str,
     generation: int,
     ordinal: int,
     candidate: str | None,
     reason: str | None,
     replay: ReplayIdentity,
-) -> None:
+) -> Job:
+    """Record the call on `<prefix>:fake:dispatched`; the running job, for more to do."""
     job = get_current_job()
-    assert job is not None, "the fake dispatcher runs inside an rq job"
+    assert job is not None, "a fake dispatcher runs inside an rq job"
     call = {
         "route_id": route_id, "generation": generation, "ordinal": ordinal,
         "candidate": candidate, "reason": reason, "replay": asdict(replay),
+        "worker": job.worker_name,
     }  # fmt: skip
     job.connection.rpush(calls_key(str(job.args[0])), json.dumps(call))
+    return job
 
 
-def deliver(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
-    route_id: str,
-    generation: int,
-    ordinal: int,
-    candidate: str | None,
-    reason: str | None,
-    replay: ReplayIdentity,
-) -> None:
-    _record(route_id, generation, ordinal, candidate, reason, replay)
+def _dispatcher(failure: Callable[[], Exception] | None) -> Dispatcher:
+    """A dispatcher that records its call, then raises `failure()` if one is given."""
+
+    def dispatch(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
+        route_id: str,
+        generation: int,
+        ordinal: int,
+        candidate: str | None,
+        reason: str | None,
+        replay: ReplayIdentity,
+    ) -> None:
+        record_call(route_id, generation, ordinal, candidate, reason, replay)
+        if failure is not None:
+            raise failure()
+
+    return dispatch
 
 
-def refuse(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
-    route_id: str,
-    generation: int,
-    ordinal: int,
-    candidate: str | None,
-    reason: str | None,
-    replay: ReplayIdentity,
-) -> None:
-    _record(route_id, generation, ordinal, candidate, reason, replay)
-    raise NotDispatched("the orchestrator had no worker for this session")
-
-
-def explode(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
-    route_id: str,
-    generation: int,
-    ordinal: int,
-    candidate: str | None,
-    reason: str | None,
-    replay: ReplayIdentity,
-) -> None:
-    _record(route_id, generation, ordinal, candidate, reason, replay)
-    raise ConnectionResetError("the orchestrator hung up mid-send")
+deliver = _dispatcher(None)
+refuse = _dispatcher(lambda: NotDispatched("the orchestrator had no worker for this session"))
+explode = _dispatcher(lambda: ConnectionResetError("the orchestrator hung up mid-send"))
