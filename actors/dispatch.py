@@ -7,10 +7,13 @@ runs in an rq worker (JSON serializer, its own process): it fences on the route 
 `retrying` at that generation and ordinal, else it does nothing), writes the ledger
 `started` (refused if another run already started: a duplicated or re-enqueued job does
 nothing), calls the orchestrator's dispatcher, and writes the ledger `finished` with
-the outcome. `NotDispatched` means nothing was sent: the route goes to
-`action_required` ("dispatcher reported not dispatched"). Any other exception, a
-timeout included, is ambiguous: the route goes to `action_required` ("dispatch outcome
-ambiguous") and the attempt is never dispatched again.
+the outcome. `NotDispatched` means nothing was sent: the attempt goes back to the policy
+as a failure reported before any partial result, which retries (the next ordinal, a
+new schedule in Redis), waits, skips or stops (actors/dispatch_routes.py). Any other
+exception, a timeout included, is ambiguous: the route goes to `action_required`
+("dispatch outcome ambiguous") and the attempt is never dispatched again. A dispatcher
+that cannot be loaded is a configuration error, which a retry would only repeat: the
+route goes to `action_required` ("dispatcher cannot be loaded").
 
 `reconcile` re-enqueues only provably undispatched attempts (ledger missing or still
 queued) and moves ambiguous ones (started, never finished, its worker gone or the start
@@ -32,19 +35,21 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from redis import Redis
-from redis.exceptions import RedisError
 from rq import Queue, Worker, get_current_job
 from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
-from actors.errors import RecoveryError, StoreUnavailableError, TransitionRejectedError
+from actors.dispatch_routes import (
+    pending,
+    read_route,
+    reevaluate_not_dispatched,
+    require_action,
+)
+from actors.errors import RecoveryError
 from actors.keys import KeySpace, valid_route_id
-from actors.route_codec import decode_route, transition_request, transition_result
-from actors.route_commands import RouteContext
 from actors.route_models import RouteSnapshot
-from actors.route_steps import clip, step, updated
-from actors.routes_store import DEFAULT_EVENTS_MAXLEN
+from actors.route_steps import clip
 from actors.scripts import script
 
 JOB_FUNCTION: Final = "actors.dispatch.run_dispatch"
@@ -57,7 +62,7 @@ PENDING_JOB_STATUSES: Final = frozenset(
     {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.STARTED, JobStatus.DEFERRED}
 )
 
-REASON_NOT_DISPATCHED: Final = "dispatcher reported not dispatched"
+REASON_UNLOADABLE: Final = "dispatcher cannot be loaded"
 REASON_AMBIGUOUS: Final = "dispatch outcome ambiguous"
 REASON_ABANDONED: Final = "dispatch started but never finished"
 
@@ -257,7 +262,7 @@ def dispatch_once(
 ) -> RunResult:
     """What a dispatch job does, on `connection`, as `worker`."""
     snapshot = read_route(connection, keys, route_id)
-    if not _pending(snapshot, generation, ordinal):
+    if not pending(snapshot, generation, ordinal):
         return "stale"
     ledger = DispatchLedger(connection, keys)
     if ledger.start(route_id, generation, ordinal, worker, _now()) != "applied":
@@ -270,9 +275,7 @@ def dispatch_once(
     except Exception as error:
         detail = clip(f"dispatcher {dispatcher!r} cannot be loaded: {type(error).__name__}")
         ledger.finish(route_id, generation, ordinal, "not_dispatched", _now(), detail=detail)
-        require_action(
-            connection, keys, route_id, generation, ordinal, reason=REASON_NOT_DISPATCHED
-        )
+        require_action(connection, keys, route_id, generation, ordinal, reason=REASON_UNLOADABLE)
         return "not_dispatched"
     try:
         result = call(
@@ -283,9 +286,7 @@ def dispatch_once(
     except NotDispatched as error:
         detail = clip(str(error))
         ledger.finish(route_id, generation, ordinal, "not_dispatched", _now(), detail=detail)
-        require_action(
-            connection, keys, route_id, generation, ordinal, reason=REASON_NOT_DISPATCHED
-        )
+        reevaluate_not_dispatched(connection, keys, route_id, generation, ordinal, detail=detail)
         return "not_dispatched"
     except Exception as error:
         detail = type(error).__name__
@@ -302,62 +303,6 @@ async def _awaited(result: Any) -> None:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _pending(snapshot: RouteSnapshot, generation: int, ordinal: int) -> bool:
-    return (
-        snapshot.state == "retrying"
-        and snapshot.generation == generation
-        and snapshot.attempt_ordinal == ordinal
-    )
-
-
-# Route reads and the one transition this module writes
-
-
-def read_route(connection: Redis, keys: KeySpace, route_id: str) -> RouteSnapshot:
-    try:
-        raw = connection.hgetall(keys.route(route_id))
-    except RedisError as error:
-        raise StoreUnavailableError("dispatch snapshot", f"{type(error).__name__}") from error
-    return decode_route(route_id, _texts(raw))
-
-
-def require_action(
-    connection: Redis,
-    keys: KeySpace,
-    route_id: str,
-    generation: int,
-    ordinal: int,
-    *,
-    reason: str,
-    now: datetime | None = None,
-) -> RouteSnapshot | None:
-    """Move the route to `action_required` with `reason` if it is still retrying attempt
-    (generation, ordinal); fenced on what was read. The applied snapshot, else None."""
-    snapshot = read_route(connection, keys, route_id)
-    if not _pending(snapshot, generation, ordinal):
-        return None
-    at = (now or _now()).astimezone(UTC)
-    route = updated(snapshot, state="action_required", pending_outcome="stop", reason=reason)
-    transition = step(snapshot, RouteContext(at), cause="dispatch", route=route, decision="stop")
-    route_keys = [
-        keys.route(route_id), keys.attempts(route_id), keys.schedule(route_id), keys.schedules,
-        keys.events,
-    ]  # fmt: skip
-    argv = transition_request(transition, at, DEFAULT_EVENTS_MAXLEN)
-    transition_script = connection.register_script(script("transition").source)
-    try:
-        reply = transition_script(keys=route_keys, args=argv)
-    except RedisError as error:
-        raise StoreUnavailableError("dispatch transition", type(error).__name__) from error
-    texts = [_text(v) if isinstance(v, bytes) else v for v in reply]
-    result = transition_result(transition, texts, at)
-    if isinstance(result, TransitionRejectedError):
-        return None  # another writer moved the route first
-    if isinstance(result, RouteSnapshot):
-        return result
-    raise result
 
 
 # Reconciliation

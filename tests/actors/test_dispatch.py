@@ -1,5 +1,5 @@
 """Dispatch through rq with the ledger: each attempt is dispatched at most once, stale
-jobs do nothing, failures end in action_required, reconciliation re-arms only what
+jobs do nothing, ambiguous failures end in action_required, reconciliation re-arms only what
 provably never started (integration tier: real Redis, rq SimpleWorker in burst mode)."""
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from actors.dispatch import (
     JOB_FUNCTION,
     REASON_ABANDONED,
     REASON_AMBIGUOUS,
-    REASON_NOT_DISPATCHED,
     DispatchLedger,
     dispatch_job_id,
     dispatch_queue,
     enqueue_dispatch,
-    read_route,
     reconcile,
 )
+from actors.dispatch_routes import REASON_NOTHING_TO_REEVALUATE, read_route
 from actors.keys import KeySpace
 from actors.route_models import RouteSnapshot
 from tests.actors.conftest import Backend
@@ -137,7 +136,11 @@ def test_a_job_for_a_stale_generation_or_ordinal_does_nothing(
     assert rig.route().state == "retrying"
 
 
-def test_not_dispatched_moves_the_route_to_action_required(real_backend: Backend, rig: Rig) -> None:
+def test_not_dispatched_on_a_route_storing_no_failure_requires_action(
+    real_backend: Backend, rig: Rig
+) -> None:
+    """Nothing to give back to the policy (tests/actors/test_dispatch_not_dispatched.py
+    has the routes that store one)."""
     retrying(real_backend)
     rig.enqueue(REFUSE)
     rig.work()
@@ -146,7 +149,7 @@ def test_not_dispatched_moves_the_route_to_action_required(real_backend: Backend
     entry = rig.ledger().read(R, 1, 1)
     assert (entry.state, entry.fields["outcome"]) == ("finished", "not_dispatched")
     route = rig.route()
-    assert (route.state, route.reason) == ("action_required", REASON_NOT_DISPATCHED)
+    assert (route.state, route.reason) == ("action_required", REASON_NOTHING_TO_REEVALUATE)
     assert route.generation == 1
 
 
