@@ -51,11 +51,12 @@ from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot, Sch
 from actors.route_profiles import RouteProfile
 from actors.route_service import RouteService
 from actors.route_timers import RouteTimers
-from actors.routes_store import DEFAULT_MAX_CONNECTIONS, RouteStore
+from actors.routes_store import DEFAULT_EVENTS_MAXLEN, DEFAULT_MAX_CONNECTIONS, RouteStore
 from catalogue import Classification, Evidence
 from policy import TurnEvidence
 
 REHYDRATE_RETRY_S: Final = 1.0
+_SETTINGS_DEFAULTS: Final = RouteSettings()
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ class RouteHost:
         clock: Clock | None = None,
         dispatcher: str | None = None,
         queue_name: str = DEFAULT_QUEUE,
+        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
+        closed_ttl_s: int = _SETTINGS_DEFAULTS.closed_ttl_s,
+        utility_ttl_s: int = _SETTINGS_DEFAULTS.utility_ttl_s,
     ) -> None:
         self.host_id = valid_host_id(host_id)
         self._dispatcher = dispatcher
@@ -80,9 +84,12 @@ class RouteHost:
         self._keys = KeySpace(key_prefix)
         self._redis_url = redis_url
         self._store = RouteStore.connect(
-            redis_url, clock=self._clock, keys=self._keys, max_connections=max_connections
+            redis_url, clock=self._clock, keys=self._keys, max_connections=max_connections,
+            events_maxlen=events_maxlen,
+        )  # fmt: skip
+        settings = RouteSettings(
+            host_id=self.host_id, closed_ttl_s=closed_ttl_s, utility_ttl_s=utility_ttl_s
         )
-        settings = RouteSettings(host_id=self.host_id)
         self._service = RouteService(self._store, self._clock, settings=settings)
         self._timers = RouteTimers(self._timer_fired, self._clock)
         self._rehydrated: list[ScheduleEntry] = []

@@ -12,8 +12,13 @@ and only if Ray is not initialised in this process already. Redis: `redis_url`, 
 `REDIS_URL`, else an embedded Redis with its data in `data_dir` (default
 `RECOVERY_DATA_DIR` or ~/.local/state/provider-recovery). The hosts are named actors in
 one Ray namespace (names derived from the key prefix), so a second runtime on the same
-cluster and prefix finds and shares them. A route belongs to the host a consistent hash
-ring (actors/hash_ring.py) picks for its id; every process agrees on it.
+cluster and prefix finds and shares them. `RecoveryRuntime.from_config(load_config(...))`
+takes every setting from the environment and a TOML file (actors/config.py), including
+retention: `events_maxlen` for the events stream, `closed_ttl_s` / `utility_ttl_s` for
+the expiry of closed and utility routes; `ray_cpus` / `ray_dashboard` apply only to a
+local Ray this runtime starts (`dashboard_url` is set when it has a dashboard).
+A route belongs to the host a consistent hash ring (actors/hash_ring.py) picks for its
+id; every process agrees on it.
 
 Dispatch: with `dispatcher="module:callable"` the hosts enqueue a dispatch job whenever
 a route becomes `retrying`, and the runtime runs `worker_count` supervised rq worker
@@ -46,20 +51,23 @@ from typing import Any, Final, Self
 import ray
 import redis
 
+from actors.config import DEFAULT_DATA_DIR, RuntimeConfig
 from actors.dispatch import ReconcileReport, default_queue_name, dispatch_queue, reconcile
 from actors.embedded_redis import EmbeddedRedis
 from actors.errors import RecoveryError, TransitionRejectedError
 from actors.hash_ring import DEFAULT_VIRTUAL_NODES, HashRing
 from actors.keys import DEFAULT_PREFIX, KeySpace, valid_route_id
+from actors.route_commands import RouteSettings
 from actors.route_host import RouteHost
 from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot
 from actors.route_profiles import RouteProfile
+from actors.routes_store import DEFAULT_EVENTS_MAXLEN
 from actors.workers import DEFAULT_WORKER_COUNT, WorkerPool
 from catalogue import Classification, Evidence
 from policy import TurnEvidence
 
 NAMESPACE: Final = "provider-recovery"
-DEFAULT_DATA_DIR: Final = Path("~/.local/state/provider-recovery")
+_ROUTE_DEFAULTS: Final = RouteSettings()
 HOST_STOP_TIMEOUT_S: Final = 30.0
 HOST_STOP_POLL_S: Final = 0.05
 
@@ -172,6 +180,12 @@ class RecoveryRuntime:
     worker_count: int = DEFAULT_WORKER_COUNT
     queue_name: str | None = None
     worker_paths: tuple[str, ...] = ()
+    events_maxlen: int = DEFAULT_EVENTS_MAXLEN
+    closed_ttl_s: int = _ROUTE_DEFAULTS.closed_ttl_s
+    utility_ttl_s: int = _ROUTE_DEFAULTS.utility_ttl_s
+    ray_cpus: int | None = None  # only for a local Ray this runtime starts
+    ray_dashboard: bool | None = None  # likewise; None: Ray's own default
+    dashboard_url: str | None = field(default=None, init=False, repr=False)
     hosts: list[Any] = field(default_factory=list, init=False, repr=False)
     _ring: HashRing | None = field(default=None, init=False, repr=False)
     _embedded: EmbeddedRedis | None = field(default=None, init=False, repr=False)
@@ -185,8 +199,24 @@ class RecoveryRuntime:
         if self.worker_count < 1:
             raise ValueError(f"worker_count must be >= 1, got {self.worker_count}")
         KeySpace(self.key_prefix)  # validates the prefix
+        if self.events_maxlen < 1:
+            raise ValueError(f"events_maxlen must be >= 1, got {self.events_maxlen}")
+        RouteSettings(closed_ttl_s=self.closed_ttl_s, utility_ttl_s=self.utility_ttl_s)
         if self.queue_name is None:
             self.queue_name = default_queue_name(self.key_prefix)
+
+    @classmethod
+    def from_config(cls, config: RuntimeConfig) -> Self:
+        """A runtime (not started yet) with every setting of `config` (actors/config.py)."""
+        return cls(
+            redis_url=config.redis_url, data_dir=config.data_dir,
+            ray_address=config.ray_address, host_count=config.hosts,
+            key_prefix=config.key_prefix, dispatcher=config.dispatcher,
+            worker_count=config.workers, queue_name=config.queue,
+            worker_paths=config.worker_paths, events_maxlen=config.events_maxlen,
+            closed_ttl_s=config.closed_ttl_s, utility_ttl_s=config.utility_ttl_s,
+            ray_cpus=config.ray_cpus, ray_dashboard=config.ray_dashboard,
+        )  # fmt: skip
 
     @property
     def queue(self) -> str:
@@ -213,7 +243,8 @@ class RecoveryRuntime:
                 get_if_exists=True, num_cpus=0, lifetime="detached",
             ).remote(
                 host_id, self._url, self.key_prefix, dispatcher=self.dispatcher,
-                queue_name=self.queue,
+                queue_name=self.queue, events_maxlen=self.events_maxlen,
+                closed_ttl_s=self.closed_ttl_s, utility_ttl_s=self.utility_ttl_s,
             )
             for index, host_id in enumerate(host_ids)
         ]  # fmt: skip
@@ -273,7 +304,11 @@ class RecoveryRuntime:
         if ray.is_initialized():
             return
         address = self.ray_address or os.environ.get("RAY_ADDRESS")
-        ray.init(address=address or "local", namespace=NAMESPACE)
+        local: dict[str, Any] = {}  # options Ray accepts only when it starts a new cluster
+        if address in (None, "local"):
+            local = {"num_cpus": self.ray_cpus, "include_dashboard": self.ray_dashboard}
+        context = ray.init(address=address or "local", namespace=NAMESPACE, **local)
+        self.dashboard_url = getattr(context, "dashboard_url", None) or None
         self._started_ray = True
 
     def _start_redis(self) -> str:
