@@ -130,3 +130,53 @@ class StoreUnavailableError(RecoveryError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.operation, self.detail))
+
+
+class InvalidCircuitInputError(RecoveryError):
+    """A circuit operation was given a value it cannot use (a resource part, a naive time,
+    a holder or TTL); `field` names the argument. Nothing was read or written."""
+
+    def __init__(self, field: str, value: object, expected: str) -> None:
+        self.field = field
+        self.value = value
+        self.expected = expected
+        super().__init__(f"invalid circuit {field} {value!r}: {expected}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.field, self.value, self.expected))
+
+
+class CircuitConflictError(RecoveryError):
+    """A circuit kept changing under the caller: every compare-and-set of `attempts` found
+    a newer version. Nothing of this call was written."""
+
+    def __init__(self, resource_id: str, operation: str, attempts: int) -> None:
+        self.resource_id = resource_id
+        self.operation = operation
+        self.attempts = attempts
+        super().__init__(
+            f"circuit {resource_id!r}: {operation} lost {attempts} compare-and-set rounds"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.resource_id, self.operation, self.attempts))
+
+
+class CorruptCircuitError(RecoveryError):
+    """A stored circuit hash that does not decode into a valid circuit state."""
+
+    def __init__(self, resource_id: str, detail: str) -> None:
+        self.resource_id = resource_id
+        self.detail = detail
+        super().__init__(f"circuit {resource_id!r} holds unreadable state: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.resource_id, self.detail))
+
+
+class CircuitStoreUnavailableError(StoreUnavailableError):
+    """Redis failed during a circuit operation; as StoreUnavailableError, for circuits."""
+
+    def __init__(self, operation: str, detail: str) -> None:
+        super().__init__(operation, detail)
+        self.args = (f"circuit store unavailable during {operation}: {detail}",)
