@@ -14,6 +14,15 @@ fence it), so a repeated or no-op `fire_due` on a retrying route enqueues nothin
 Redis fails between the write and the enqueue, the route stays `retrying` with no ledger:
 reconciliation (at every host start, or `recovery reconcile`) enqueues it then.
 
+Backstop: with a dispatcher (so rq workers run `--with-scheduler`), every timer armed —
+from an answer or at rehydration — is also covered by a durable backstop
+(actors/backstop.py): one coalesced rq delayed job per host and second, at the deadline's
+whole second + 1 s of grace, which fires the host's due schedules through the same fenced
+`fire_due` if the host is dead or wedged. Arming is memoised per second (in process, then
+a Redis marker) and runs in a worker thread, in batches, after the answer; a Redis error
+there is logged and the call is unaffected (a restarted host covers its schedules again
+when it rehydrates).
+
 On start (including every restart by Ray, `max_restarts=-1`) the host rehydrates: it
 reads the pending schedules of the routes in its index set and arms them, so overdue ones
 fire at once; with a dispatcher it then reconciles the pending dispatches
@@ -41,6 +50,7 @@ import redis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from actors.backstop import BackstopArmer, HostBackstops
 from actors.clock import Clock, SystemClock
 from actors.dispatch import DEFAULT_QUEUE, ReconcileReport, dispatch_queue, enqueue_dispatch
 from actors.dispatch import reconcile as reconcile_dispatches
@@ -92,6 +102,13 @@ class RouteHost:
         )
         self._service = RouteService(self._store, self._clock, settings=settings)
         self._timers = RouteTimers(self._timer_fired, self._clock)
+        self._backstops: HostBackstops | None = None
+        if dispatcher is not None:  # the workers that run dispatches run backstops too
+            armer = BackstopArmer(
+                self._connection, queue_name, self._keys, self.host_id, dispatcher,
+                clock=self._clock,
+            )  # fmt: skip
+            self._backstops = HostBackstops(armer)
         self._rehydrated: list[ScheduleEntry] = []
         self._reconciled: ReconcileReport | None = None
         # Ray runs an async actor's __init__ on its event loop: start rehydrating now,
@@ -120,6 +137,8 @@ class RouteHost:
     async def aclose(self) -> None:
         """Cancel the timers and close the Redis pools (the schedules stay in Redis)."""
         self._timers.cancel_all()
+        if self._backstops is not None:
+            await self._backstops.aclose()
         await self._store.aclose()
         if self._sync is not None:
             self._sync.close()
@@ -134,6 +153,8 @@ class RouteHost:
                 await asyncio.sleep(REHYDRATE_RETRY_S)
         for entry in entries:
             self._timers.arm_schedule(entry)
+            if self._backstops is not None:
+                self._backstops.cover(entry.deadline)
         self._rehydrated = entries
         if self._dispatcher is not None:
             try:
@@ -234,6 +255,8 @@ class RouteHost:
 
     def _tracked(self, snapshot: RouteSnapshot) -> RouteSnapshot:
         self._timers.track(snapshot)
+        if self._backstops is not None:
+            self._backstops.cover_snapshot(snapshot)
         return snapshot
 
     # Dispatch
