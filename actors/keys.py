@@ -15,6 +15,10 @@ Layout (`<p>` = prefix):
     <p>:host:<host>:routes                   set     route ids a route host owns
     <p>:dispatch:<route>:<generation>:<ord>  hash    dispatch ledger for one retry
     <p>:backstop:<host>:<second>             string  marker: that second's backstop job is armed
+    <p>:backstop:<host>:<second>             string  marker: that second's backstop job is armed
+    <p>:circuit:<resource>                   hash    one circuit's state (resource = 32 hex)
+    <p>:parked:<resource>                    zset    route ids parked on it -> park time (epoch)
+    <p>:circuits                             set     resource ids of every known circuit
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ DEFAULT_PREFIX: Final = "recovery"
 ROUTE_ID_PATTERN: Final = r"[A-Za-z0-9._-]{1,128}"
 HOST_ID_PATTERN: Final = r"[A-Za-z0-9._-]{1,64}"
 PREFIX_PATTERN: Final = r"[A-Za-z0-9._:-]{1,64}"
+RESOURCE_ID_PATTERN: Final = r"[0-9a-f]{32}"
 
 _ROUTE_ID = re.compile(ROUTE_ID_PATTERN)
 _HOST_ID = re.compile(HOST_ID_PATTERN)
 _PREFIX = re.compile(PREFIX_PATTERN)
+_RESOURCE_ID = re.compile(RESOURCE_ID_PATTERN)
 
 
 def valid_route_id(route_id: str) -> str:
@@ -54,6 +60,13 @@ def _valid_prefix(prefix: str) -> str:
     if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix) or prefix.endswith(":"):
         raise InvalidIdentifierError("key prefix", prefix, PREFIX_PATTERN)
     return prefix
+
+
+def valid_resource_id(resource_id: str) -> str:
+    """A circuit's `ResourceKey.resource_id` unchanged, or InvalidIdentifierError."""
+    if not isinstance(resource_id, str) or not _RESOURCE_ID.fullmatch(resource_id):
+        raise InvalidIdentifierError("resource id", resource_id, RESOURCE_ID_PATTERN)
+    return resource_id
 
 
 def _valid_counter(kind: str, value: int) -> int:
@@ -106,6 +119,21 @@ class KeySpace:
         """The marker of a host's coalesced backstop job for one whole epoch second."""
         second = _valid_counter("backstop second", second)
         return f"{self.prefix}:backstop:{valid_host_id(host_id)}:{second}"
+
+    def backstop(self, host_id: str, second: int) -> str:
+        """The marker of a host's coalesced backstop job for one whole epoch second."""
+        second = _valid_counter("backstop second", second)
+        return f"{self.prefix}:backstop:{valid_host_id(host_id)}:{second}"
+
+    def circuit(self, resource_id: str) -> str:
+        return f"{self.prefix}:circuit:{valid_resource_id(resource_id)}"
+
+    def parked(self, resource_id: str) -> str:
+        return f"{self.prefix}:parked:{valid_resource_id(resource_id)}"
+
+    @property
+    def circuits(self) -> str:
+        return f"{self.prefix}:circuits"
 
     def pattern(self) -> str:
         """A SCAN MATCH pattern for every key under this prefix (test cleanup, tooling);
