@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from actors import cli_acp, cli_catalogue, cli_policy, cli_reconcile, cli_routes
+from actors import cli_acp, cli_catalogue, cli_policy, cli_reconcile, cli_routes, cli_up
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_routes.register(commands)
     cli_reconcile.register(commands)
     cli_acp.register(commands)
+    cli_up.register(commands)
     return parser
 
 

@@ -70,6 +70,7 @@ NAMESPACE: Final = "provider-recovery"
 _ROUTE_DEFAULTS: Final = RouteSettings()
 HOST_STOP_TIMEOUT_S: Final = 30.0
 HOST_STOP_POLL_S: Final = 0.05
+REDIS_TIMEOUT_S: Final = 5.0
 
 log = logging.getLogger(__name__)
 
@@ -282,9 +283,11 @@ class RecoveryRuntime:
     def route(self, route_id: str) -> RouteHandle:
         return RouteHandle(route_id, self.hosts[self.host_index(route_id)])
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> int | None:
         """Kill the hosts (their schedules stay in Redis), stop the embedded Redis this
-        runtime started, and Ray if this runtime started it. The rq workers stop first."""
+        runtime started, and Ray if this runtime started it. The rq workers stop first.
+        Returns how many schedules were left pending in Redis, counted once the hosts are
+        gone (None when the runtime never had a Redis or it could not be read)."""
         if self.workers is not None:
             self.workers.stop()
             self.workers = None
@@ -293,12 +296,33 @@ class RecoveryRuntime:
         self._wait_hosts_gone()
         self.hosts = []
         self._ring = None
+        left = self._left_pending()
         if self._embedded is not None:
             self._embedded.stop()
             self._embedded = None
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False
+        return left
+
+    def pending_schedules(self) -> int:
+        """How many schedules are pending in Redis now (the schedules sorted set)."""
+        connection = redis.Redis.from_url(
+            self.url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
+        )
+        try:
+            return int(connection.zcard(KeySpace(self.key_prefix).schedules))
+        finally:
+            connection.close()
+
+    def _left_pending(self) -> int | None:
+        if self._url is None:
+            return None
+        try:
+            return self.pending_schedules()
+        except redis.RedisError as error:
+            log.warning("cannot count the pending schedules: %s", error)
+            return None
 
     def _start_ray(self) -> None:
         if ray.is_initialized():
