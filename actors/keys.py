@@ -120,11 +120,6 @@ class KeySpace:
         second = _valid_counter("backstop second", second)
         return f"{self.prefix}:backstop:{valid_host_id(host_id)}:{second}"
 
-    def backstop(self, host_id: str, second: int) -> str:
-        """The marker of a host's coalesced backstop job for one whole epoch second."""
-        second = _valid_counter("backstop second", second)
-        return f"{self.prefix}:backstop:{valid_host_id(host_id)}:{second}"
-
     def circuit(self, resource_id: str) -> str:
         return f"{self.prefix}:circuit:{valid_resource_id(resource_id)}"
 
