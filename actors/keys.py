@@ -15,7 +15,6 @@ Layout (`<p>` = prefix):
     <p>:host:<host>:routes                   set     route ids a route host owns
     <p>:dispatch:<route>:<generation>:<ord>  hash    dispatch ledger for one retry
     <p>:backstop:<host>:<second>             string  marker: that second's backstop job is armed
-    <p>:backstop:<host>:<second>             string  marker: that second's backstop job is armed
     <p>:circuit:<resource>                   hash    one circuit's state (resource = 32 hex)
     <p>:parked:<resource>                    zset    route ids parked on it -> park time (epoch)
     <p>:circuits                             set     resource ids of every known circuit
