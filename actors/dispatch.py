@@ -80,7 +80,8 @@ class NotDispatched(RecoveryError):  # noqa: N818 - the name CONTRACTS.md gives 
 @dataclass(frozen=True, slots=True)
 class ReplayIdentity:
     """What identifies the turn to replay (CONTRACTS.md, Routes). `prompt_ref` is the
-    route's invocation id; `provider_session_id` is not recorded on routes yet."""
+    route's invocation id; `provider_session_id` the agent's own session id the route
+    recorded for its current candidate (None: no provider-native resume)."""
 
     route_id: str
     generation: int
@@ -268,8 +269,9 @@ def dispatch_once(
     if ledger.start(route_id, generation, ordinal, worker, _now()) != "applied":
         return "duplicate"
     identity = ReplayIdentity(
-        route_id, generation, ordinal, snapshot.candidate_id, prompt_ref=snapshot.invocation_id
-    )
+        route_id, generation, ordinal, snapshot.candidate_id,
+        provider_session_id=snapshot.provider_session_id, prompt_ref=snapshot.invocation_id,
+    )  # fmt: skip
     try:
         call = load_dispatcher(dispatcher)
     except Exception as error:

@@ -56,24 +56,28 @@ class RouteContext:
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """A new route on the profile's first enabled candidate, generation 1."""
+    """A new route on the profile's first enabled candidate, generation 1.
+    `provider_session_id`: the agent's own session id, when it has one."""
 
     profile: RouteProfile
     caller: CallerContext
     invocation_id: str
+    provider_session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReportFailure:
     """A failed turn. `evidence` is classified with the context's time unless it is
     already a Classification; `turn` is what was observed of the turn (None: nothing was
-    recorded, which is unsafe)."""
+    recorded, which is unsafe). `provider_session_id`: the agent's own session id the
+    turn ran in, if the report knows it (None keeps the one recorded)."""
 
     expected_generation: int
     evidence: Evidence | Classification
     turn: TurnEvidence | None
     caller: CallerContext
     invocation_id: str
+    provider_session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,6 +133,7 @@ def failure_transition(
         "policy_snapshot": candidate.policy_snapshot() if candidate else None,
         "caller": report.caller,
         "invocation_id": report.invocation_id,
+        "provider_session_id": report.provider_session_id or snapshot.provider_session_id,
         "cycle": CycleRecord.from_usage(judged.usage),
     }
     used = judged.usage.retries_used(candidate.id, found.error_class) if candidate else 0

@@ -44,7 +44,7 @@ import asyncio
 import gc
 import logging
 import os
-from typing import Final
+from typing import Any, Final, cast
 
 import redis
 from redis.asyncio import Redis
@@ -55,8 +55,10 @@ from actors.clock import Clock, SystemClock
 from actors.dispatch import DEFAULT_QUEUE, ReconcileReport, dispatch_queue, enqueue_dispatch
 from actors.dispatch import reconcile as reconcile_dispatches
 from actors.errors import RecoveryError
+from actors.host_batch import BatchItem, HostRequest, ReadHistory, ReadSnapshot
 from actors.keys import KeySpace, valid_host_id
-from actors.route_commands import RouteSettings
+from actors.route_commands import FireDue as FireDueCommand
+from actors.route_commands import RetryNow, RouteCommand, RouteSettings
 from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot, ScheduleEntry
 from actors.route_profiles import RouteProfile
 from actors.route_service import RouteService
@@ -66,6 +68,12 @@ from catalogue import Classification, Evidence
 from policy import TurnEvidence
 
 REHYDRATE_RETRY_S: Final = 1.0
+
+
+def _is_read(request: HostRequest) -> bool:
+    return isinstance(request, ReadSnapshot | ReadHistory)
+
+
 _SETTINGS_DEFAULTS: Final = RouteSettings()
 
 log = logging.getLogger(__name__)
@@ -253,6 +261,38 @@ class RouteHost:
         await self._ready
         return await self._service.history(route_id)
 
+    async def run_batch(self, items: list[BatchItem]) -> list[Any]:
+        """A batch of route requests from one HostBatcher (actors/host_batch.py): the
+        commands as one pipelined round (RouteService.run_many), the reads beside them.
+        Per item, its answer or its exception as a value; every answer sets its route's
+        timer, and routes a timer or a retry-now left `retrying` are dispatched."""
+        await self._ready
+        answers: list[Any] = [None] * len(items)
+        commands = [i for i, (_, request) in enumerate(items) if not _is_read(request)]
+        outcomes = await self._service.run_many(
+            [(items[i][0], cast(RouteCommand, items[i][1])) for i in commands]
+        )
+        due: list[RouteSnapshot] = []
+        for index, outcome in zip(commands, outcomes, strict=True):
+            answers[index] = outcome
+            if isinstance(outcome, RouteSnapshot):
+                self._tracked(outcome)
+                if isinstance(items[index][1], RetryNow | FireDueCommand):
+                    due.append(outcome)
+        await self._dispatched_all(due)
+        reads = [i for i, (_, request) in enumerate(items) if _is_read(request)]
+        results = await asyncio.gather(
+            *(self._read(*items[i]) for i in reads), return_exceptions=True
+        )
+        for index, result in zip(reads, results, strict=True):
+            answers[index] = result
+        return answers
+
+    async def _read(self, route_id: str, request: HostRequest) -> Any:
+        if isinstance(request, ReadHistory):
+            return await self._service.history(route_id)
+        return await self._service.snapshot(route_id)
+
     def _tracked(self, snapshot: RouteSnapshot) -> RouteSnapshot:
         self._timers.track(snapshot)
         if self._backstops is not None:
@@ -264,6 +304,17 @@ class RouteHost:
     async def _timer_fired(self, route_id: str, generation: int, ordinal: int) -> RouteSnapshot:
         """What a timer performs (RouteTimers tracks the answer itself)."""
         return await self._dispatched(await self._service.fire_due(route_id, generation, ordinal))
+
+    async def _dispatched_all(self, snapshots: list[RouteSnapshot]) -> None:
+        """Enqueue the dispatch of every route Redis says is `retrying`, off the loop."""
+        retrying = [s for s in snapshots if s.state == "retrying"]
+        if self._dispatcher is None or not retrying:
+            return
+        dispatcher = self._dispatcher
+        try:
+            await asyncio.to_thread(lambda: [self._enqueue(s, dispatcher) for s in retrying])
+        except (RedisError, RecoveryError) as error:  # reconciliation enqueues them later
+            log.warning("dispatch of %d routes not enqueued: %s", len(retrying), error)
 
     async def _dispatched(self, snapshot: RouteSnapshot) -> RouteSnapshot:
         """Enqueue the dispatch of a route Redis says is `retrying`; the snapshot."""

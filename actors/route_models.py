@@ -130,7 +130,10 @@ class RouteFields(BaseModel):
     it) and is never reused within a generation, unlike the retry ordinal, which a reset
     wait keeps and a success restarts. `profile`: the profile the route runs with, read
     at each decision (so an edit affects the next decision); `policy_snapshot`: the one
-    candidate policy the latest decision used.
+    candidate policy the latest decision used. `provider_session_id`: the agent's own
+    session id for the current candidate (from the latest start or report that named
+    one), offered to the dispatcher for a provider-native resume; a switch to another
+    candidate or a fresh start forgets it.
     """
 
     model_config = _FROZEN
@@ -150,6 +153,7 @@ class RouteFields(BaseModel):
     reason: Text | None = None
     caller: CallerContext | None = None
     invocation_id: Label | None = None
+    provider_session_id: Label | None = None
     policy_snapshot: JsonValue = None
     cycle: CycleRecord = CycleRecord()
     profile: JsonValue = None

@@ -16,18 +16,15 @@ timer returns the route as it is.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Final
 
 from actors.clock import Clock
 from actors.errors import TransitionRejectedError
-from actors.keys import valid_route_id
+from actors.route_batch import BatchRunner, Outcome, RouteLocks
 from actors.route_commands import (
     CancelWait,
     Close,
-    CompleteSwitch,
     FireDue,
     ReportFailure,
     ReportSuccess,
@@ -45,45 +42,11 @@ from actors.route_commands import (
 from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot, ScheduleEntry
 from actors.route_profiles import RouteProfile
 from actors.route_steps import LIVE
-from actors.route_transitions import plan
 from actors.routes_store import RouteStore
 from catalogue import Classification, Evidence
 from policy import TurnEvidence
 
 PROFILE_UPDATE_ATTEMPTS: Final = 3
-
-
-class _Entry:
-    __slots__ = ("lock", "users")
-
-    def __init__(self) -> None:
-        self.lock = asyncio.Lock()
-        self.users = 0
-
-
-class RouteLocks:
-    """One lock per route, created on first use and dropped when its last user leaves,
-    so idle routes cost nothing here."""
-
-    def __init__(self) -> None:
-        self._entries: dict[str, _Entry] = {}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @asynccontextmanager
-    async def hold(self, route_id: str) -> AsyncIterator[None]:
-        entry = self._entries.get(route_id)
-        if entry is None:
-            entry = self._entries[route_id] = _Entry()
-        entry.users += 1
-        try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._entries[route_id]
 
 
 class RouteService:
@@ -97,14 +60,22 @@ class RouteService:
         self.settings = settings or RouteSettings()
         self._clock = clock
         self.locks = RouteLocks()
+        self._runner = BatchRunner(store, self.locks, self._context)
 
     # Starting and reporting
 
     async def start(
-        self, route_id: str, profile: RouteProfile, *, caller: CallerContext, invocation_id: str
+        self,
+        route_id: str,
+        profile: RouteProfile,
+        *,
+        caller: CallerContext,
+        invocation_id: str,
+        provider_session_id: str | None = None,
     ) -> RouteSnapshot:
         """A new route on the profile's first enabled candidate, generation 1."""
-        return await self._run(route_id, Start(profile, caller, invocation_id))
+        command = Start(profile, caller, invocation_id, provider_session_id)
+        return await self._run(route_id, command)
 
     async def report_failure(
         self,
@@ -115,8 +86,11 @@ class RouteService:
         *,
         caller: CallerContext,
         invocation_id: str,
+        provider_session_id: str | None = None,
     ) -> RouteSnapshot:
-        command = ReportFailure(expected_generation, evidence, turn, caller, invocation_id)
+        command = ReportFailure(
+            expected_generation, evidence, turn, caller, invocation_id, provider_session_id
+        )
         return await self._run(route_id, command)
 
     async def report_success(self, route_id: str, expected_generation: int) -> RouteSnapshot:
@@ -166,10 +140,7 @@ class RouteService:
         """The fenced `retry_wait | waiting_for_reset -> retrying` a timer performs. A
         no-op returning the route as it is unless attempt (generation, ordinal) is still
         the pending one and its deadline has come."""
-        try:
-            return await self._run(route_id, FireDue(generation, ordinal))
-        except TransitionRejectedError:
-            return await self.store.snapshot(route_id)  # another writer won: nothing to do
+        return await self._run(route_id, FireDue(generation, ordinal))
 
     async def fire_due_schedules(self, limit: int = 100) -> list[RouteSnapshot]:
         """Fire every schedule whose deadline has come (earliest first, at most `limit`):
@@ -188,28 +159,18 @@ class RouteService:
     async def schedules(self, limit: int | None = None) -> list[ScheduleEntry]:
         return await self.store.schedules(limit)
 
-    # The one write path
+    # The one write path (actors/route_batch.py)
+
+    async def run_many(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
+        """Carry out a batch of (route id, command), each route's in the given order;
+        per item, the snapshot once it took effect or the exception it raised."""
+        return await self._runner.run(items)
 
     async def _run(self, route_id: str, command: RouteCommand) -> RouteSnapshot:
-        async with self.locks.hold(valid_route_id(route_id)):
-            snapshot = await self.store.snapshot(route_id)
-            transition = plan(snapshot, command, self._context())
-            if transition is None:
-                return snapshot
-            applied = await self.store.apply(transition)
-            if applied.state == "switching":
-                return await self._complete_switch(applied)
-            return applied
-
-    async def _complete_switch(self, switching: RouteSnapshot) -> RouteSnapshot:
-        """The skip is durable; the route now runs on its next candidate."""
-        transition = plan(switching, CompleteSwitch(switching.generation), self._context())
-        if transition is None:
-            return switching
-        try:
-            return await self.store.apply(transition)
-        except TransitionRejectedError:
-            return await self.store.snapshot(switching.route_id)
+        (outcome,) = await self._runner.run([(route_id, command)])
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
     def _context(self) -> RouteContext:
         return RouteContext(self._clock.now(), self.settings)

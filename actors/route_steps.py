@@ -196,6 +196,7 @@ def skip_step(
         "retry_ordinal": 0,
         "retry_max": 0,
         "attempt_ordinal": 0,
+        "provider_session_id": None,  # the next candidate's agent has a session of its own
         "pending_outcome": "skip",
         "reason": clip(f"{reason}: {following.id} (generation {generation})"),
     }

@@ -102,6 +102,7 @@ def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteCont
         candidate_index=first.index,
         caller=command.caller,
         invocation_id=command.invocation_id,
+        provider_session_id=command.provider_session_id,
         profile=profile_json(command.profile),
     )
     return step(snapshot, context, cause="start", route=route, decision="start")
@@ -219,6 +220,7 @@ def start_fresh_transition(
         snapshot, **FAILURE_CLEARED, state="active", candidate_id=first.id,
         candidate_index=first.index, attempt_ordinal=0, cycle=CycleRecord(),
         profile=profile_json(profile), reason="started fresh by the user",
+        provider_session_id=None,
     )  # fmt: skip
     return step(
         snapshot, context, cause="start_fresh", route=route, decision="start_fresh", bump=True

@@ -5,6 +5,7 @@ actions, fire_due, snapshot, history). The logic itself is the pure `plan` funct
 `RouteCommand` values; profiles are `DynamicProfile` or `ConcreteProfile`.
 """
 
+from actors.route_batch import RouteLocks
 from actors.route_commands import (
     CancelWait,
     Close,
@@ -32,7 +33,7 @@ from actors.route_profiles import (
     first_eligible,
     next_eligible,
 )
-from actors.route_service import RouteLocks, RouteService
+from actors.route_service import RouteService
 from actors.route_transitions import plan
 
 __all__ = [

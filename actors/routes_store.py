@@ -148,6 +148,23 @@ class RouteStore:
             raise _unavailable("snapshot", error) from error
         return decode_route(route_id, _texts(raw))
 
+    async def snapshots(self, route_ids: Sequence[str]) -> list[RouteSnapshot]:
+        """The snapshots of several routes, read in one pipeline, in the given order."""
+        keys = [self.keys.route(route_id) for route_id in route_ids]
+        if not keys:
+            return []
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hgetall(key)
+                hashes: list[dict[Any, Any]] = await pipe.execute()
+        except RedisError as error:
+            raise _unavailable("snapshots", error) from error
+        return [
+            decode_route(route_id, _texts(raw))
+            for route_id, raw in zip(route_ids, hashes, strict=True)
+        ]
+
     async def history(self, route_id: str) -> list[AttemptRecord]:
         key = self.keys.attempts(route_id)
         try:

@@ -28,13 +28,10 @@ dispatcher lives, if not installed). A worker found dead is forgotten by rq, the
 dispatches are reconciled (its started ones become `action_required`) and it is replaced.
 `shutdown()` stops the workers before the hosts and Redis.
 
-Retried calls: hosts run with `max_task_retries=-1`, so a call in flight when its host
-dies is sent again to the restarted host. If the first attempt had committed, the retry
-is rejected by the generation fence and the handle raises the TransitionRejectedError
-(StaleGenerationError when the first attempt moved the generation, InvalidStateError when
-it only moved the state), carrying `actual_generation` and `actual_state`.
-`committed_by_retry` tells a caller whether such a rejection leaves the route exactly
-where its own call would have (then re-read `snapshot()` and carry on).
+Route handles (actors/route_handle.py) send their calls through one HostBatcher per
+host (actors/host_batch.py): concurrent calls share one Ray call per host. Hosts run
+with `max_task_retries=-1`; a retried call whose first attempt committed comes back
+rejected by the fence (see `committed_by_retry`).
 """
 
 from __future__ import annotations
@@ -42,7 +39,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,17 +50,16 @@ import redis
 from actors.config import DEFAULT_DATA_DIR, RuntimeConfig
 from actors.dispatch import ReconcileReport, default_queue_name, dispatch_queue, reconcile
 from actors.embedded_redis import EmbeddedRedis
-from actors.errors import RecoveryError, TransitionRejectedError
 from actors.hash_ring import DEFAULT_VIRTUAL_NODES, HashRing
+from actors.host_batch import BatcherPool
 from actors.keys import DEFAULT_PREFIX, KeySpace, valid_route_id
 from actors.route_commands import RouteSettings
+from actors.route_handle import RouteHandle, committed_by_retry
 from actors.route_host import RouteHost
-from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot
-from actors.route_profiles import RouteProfile
 from actors.routes_store import DEFAULT_EVENTS_MAXLEN
 from actors.workers import DEFAULT_WORKER_COUNT, WorkerPool
-from catalogue import Classification, Evidence
-from policy import TurnEvidence
+
+__all__ = ["NAMESPACE", "RecoveryRuntime", "RouteHandle", "committed_by_retry", "host_name"]
 
 NAMESPACE: Final = "provider-recovery"
 _ROUTE_DEFAULTS: Final = RouteSettings()
@@ -77,94 +72,8 @@ log = logging.getLogger(__name__)
 RemoteRouteHost = ray.remote(max_restarts=-1, max_task_retries=-1)(RouteHost)
 
 
-def committed_by_retry(
-    error: TransitionRejectedError, *, generation: int, states: Collection[str]
-) -> bool:
-    """Whether a rejected call may be the retry of its own committed first attempt: the
-    route is at the generation and in one of the states that call would have produced.
-    (Another writer could produce the same; the snapshot is authoritative either way.)"""
-    return error.actual_generation == generation and error.actual_state in states
-
-
 def host_name(prefix: str, index: int) -> str:
     return f"route-host:{prefix}:{index}"
-
-
-async def _call(method: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call a host method; a RecoveryError raised there is raised here as itself."""
-    try:
-        return await method.remote(*args, **kwargs)
-    except ray.exceptions.RayTaskError as error:
-        if isinstance(error.cause, RecoveryError):
-            raise error.cause from None
-        raise
-
-
-@dataclass(frozen=True, slots=True)
-class RouteHandle:
-    """The route API of one route, called on the host that owns it."""
-
-    route_id: str
-    host: Any  # a Ray actor handle of RouteHost
-
-    async def start(
-        self, profile: RouteProfile, *, caller: CallerContext, invocation_id: str
-    ) -> RouteSnapshot:
-        return await _call(  # type: ignore[no-any-return]  # ray is untyped
-            self.host.start, self.route_id, profile, caller=caller, invocation_id=invocation_id
-        )
-
-    async def report_failure(
-        self,
-        expected_generation: int,
-        evidence: Evidence | Classification,
-        turn: TurnEvidence | None,
-        *,
-        caller: CallerContext,
-        invocation_id: str,
-    ) -> RouteSnapshot:
-        return await _call(  # type: ignore[no-any-return]  # ray is untyped
-            self.host.report_failure, self.route_id, expected_generation, evidence, turn,
-            caller=caller, invocation_id=invocation_id,
-        )  # fmt: skip
-
-    async def report_success(self, expected_generation: int) -> RouteSnapshot:
-        return await self._action("report_success", expected_generation)
-
-    async def retry_now(self, expected_generation: int) -> RouteSnapshot:
-        return await self._action("retry_now", expected_generation)
-
-    async def skip_now(self, expected_generation: int) -> RouteSnapshot:
-        return await self._action("skip_now", expected_generation)
-
-    async def cancel_wait(self, expected_generation: int) -> RouteSnapshot:
-        return await self._action("cancel_wait", expected_generation)
-
-    async def stop(self, expected_generation: int) -> RouteSnapshot:
-        return await self._action("stop", expected_generation)
-
-    async def resume(self, expected_generation: int) -> RouteSnapshot:
-        return await self._action("resume", expected_generation)
-
-    async def start_fresh(
-        self, expected_generation: int, profile: RouteProfile | None = None
-    ) -> RouteSnapshot:
-        return await _call(  # type: ignore[no-any-return]  # ray is untyped
-            self.host.start_fresh, self.route_id, expected_generation, profile
-        )
-
-    async def close(self, expected_generation: int) -> RouteSnapshot:
-        return await self._action("close", expected_generation)
-
-    async def snapshot(self) -> RouteSnapshot:
-        return await _call(self.host.snapshot, self.route_id)  # type: ignore[no-any-return]  # ray is untyped
-
-    async def history(self) -> list[AttemptRecord]:
-        return await _call(self.host.history, self.route_id)  # type: ignore[no-any-return]  # ray is untyped
-
-    async def _action(self, name: str, expected_generation: int) -> RouteSnapshot:
-        method = getattr(self.host, name)
-        return await _call(method, self.route_id, expected_generation)  # type: ignore[no-any-return]  # ray is untyped
 
 
 @dataclass
@@ -192,6 +101,7 @@ class RecoveryRuntime:
     _embedded: EmbeddedRedis | None = field(default=None, init=False, repr=False)
     _started_ray: bool = field(default=False, init=False, repr=False)
     _url: str | None = field(default=None, init=False, repr=False)
+    _batchers: BatcherPool = field(default_factory=BatcherPool, init=False, repr=False)
     workers: WorkerPool | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -281,7 +191,7 @@ class RecoveryRuntime:
         return self._ring.nodes.index(owner)
 
     def route(self, route_id: str) -> RouteHandle:
-        return RouteHandle(route_id, self.hosts[self.host_index(route_id)])
+        return RouteHandle(route_id, self.hosts[self.host_index(route_id)], self._batchers)
 
     def shutdown(self) -> int | None:
         """Kill the hosts (their schedules stay in Redis), stop the embedded Redis this
@@ -296,6 +206,7 @@ class RecoveryRuntime:
         self._wait_hosts_gone()
         self.hosts = []
         self._ring = None
+        self._batchers.clear()
         left = self._left_pending()
         if self._embedded is not None:
             self._embedded.stop()

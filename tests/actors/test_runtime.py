@@ -207,3 +207,49 @@ def test_shutdown_leaves_no_host_and_no_redis_server(
         with pytest.raises(ValueError, match="Failed to look up actor"):
             ray.get_actor(host_name(embedded.key_prefix, index), namespace=NAMESPACE)
     assert ray.is_initialized(), "a runtime never shuts down a Ray it did not start"
+
+
+def test_concurrent_reports_share_a_few_ray_calls_per_host(runtime: RecoveryRuntime) -> None:
+    routes = [runtime.route(f"burst-{index}") for index in range(300)]
+
+    async def scenario() -> None:
+        await asyncio.gather(
+            *(r.start(quick_retries(60), caller="office", invocation_id=f"inv-{r.route_id}")
+              for r in routes)
+        )  # fmt: skip
+        batchers = [runtime._batchers.for_host(host) for host in runtime.hosts]
+        before = sum(b.batches_sent for b in batchers)
+        waiting = await asyncio.gather(*(
+            r.report_failure(1, overloaded(), safe_turn(), caller="office",
+                             invocation_id=f"inv-{r.route_id}")
+            for r in routes
+        ))  # fmt: skip
+        sent = sum(b.batches_sent for b in batchers) - before
+        assert {(w.state, w.retry_ordinal) for w in waiting} == {("retry_wait", 1)}
+        assert [w.route_id for w in waiting] == [r.route_id for r in routes]
+        assert sent <= 4 * len(batchers), f"300 reports took {sent} Ray calls"
+        pending = sum(await asyncio.gather(*(h.pending_timers.remote() for h in runtime.hosts)))
+        assert pending == 300, "every answer armed its route's timer on its own host"
+
+    asyncio.run(scenario())
+
+
+def test_a_provider_session_id_travels_from_the_handle_to_the_route(
+    runtime: RecoveryRuntime,
+) -> None:
+    route = runtime.route("native-session")
+
+    async def scenario() -> None:
+        started = await route.start(
+            quick_retries(60), caller="kanban", invocation_id="inv-1",
+            provider_session_id="claude-session-77",
+        )  # fmt: skip
+        assert started.provider_session_id == "claude-session-77"
+        waiting = await route.report_failure(
+            1, overloaded(), safe_turn(), caller="kanban", invocation_id="inv-1",
+            provider_session_id="claude-session-78",
+        )  # fmt: skip
+        assert waiting.provider_session_id == "claude-session-78", "the latest one named"
+        assert (await route.snapshot()).provider_session_id == "claude-session-78"
+
+    asyncio.run(scenario())

@@ -80,7 +80,10 @@ def connection(redis_url: str) -> Iterator[redis.Redis]:
 
 async def fail_once(route: RouteHandle) -> None:
     invocation = f"inv-{route.route_id}"
-    await route.start(one_second_retries(), caller="kanban", invocation_id=invocation)
+    await route.start(
+        one_second_retries(), caller="kanban", invocation_id=invocation,
+        provider_session_id=f"native-{route.route_id}",
+    )  # fmt: skip
     waiting = await route.report_failure(
         1, overloaded(), safe_turn(), caller="kanban", invocation_id=invocation
     )
@@ -130,6 +133,7 @@ def test_a_due_retry_is_dispatched_once_by_a_supervised_rq_worker(
     assert (call["route_id"], call["generation"], call["ordinal"]) == ("session-1", 1, 1)
     assert call["candidate"] == "claude"
     assert call["replay"]["prompt_ref"] == "inv-session-1"
+    assert call["replay"]["provider_session_id"] == "native-session-1"
     assert [r.decision for r in asyncio.run(runtime.route("session-1").history())] == [
         "start", "retry", "deadline_reached"
     ]  # fmt: skip
