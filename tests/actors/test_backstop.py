@@ -17,6 +17,7 @@ import math
 import re
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,7 @@ from typing import Any
 
 import fakeredis
 import pytest
+import ray
 import redis
 from rq import Queue, SimpleWorker
 from rq.job import Job
@@ -46,9 +48,11 @@ from actors.route_commands import RouteSettings
 from actors.route_models import RouteSnapshot
 from actors.route_service import RouteService
 from actors.routes_store import RouteStore
+from actors.runtime import RecoveryRuntime
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix, unique_keys
 from tests.actors.fake_dispatcher import calls_key
+from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
 DELIVER = "tests.actors.fake_dispatcher:deliver"
@@ -383,3 +387,67 @@ def test_a_backstop_fires_only_the_routes_of_its_own_host(rig: Rig) -> None:
     assert rig.decisions("session-2") == ["start", "retry"]
     assert [call["route_id"] for call in rig.calls()] == ["session-1"]
     assert rig.result(backstop_job_id(rig.keys, HOST, second))["fired"] == ["session-1"]
+
+
+# Ray tier: a real host, killed for good while its route waits
+
+
+def two_second_retries() -> DynamicProfile:
+    return profile(candidate("claude", transient=retries(3, 2, Outcome.SKIP)), candidate("codex"))
+
+
+@pytest.fixture
+def runtime(redis_url: str) -> Iterator[RecoveryRuntime]:
+    started = RecoveryRuntime(
+        redis_url=redis_url, key_prefix=f"recovery-bs-{uuid.uuid4().hex[:12]}", host_count=1,
+        dispatcher=DELIVER,
+    ).start()  # fmt: skip
+    yield started
+    started.shutdown()
+    _delete_prefix(redis_url, KeySpace(started.key_prefix))
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("ray_session")
+def test_a_route_whose_host_was_killed_for_good_is_fired_and_dispatched_by_its_backstop(
+    runtime: RecoveryRuntime,
+) -> None:
+    keys = KeySpace(runtime.key_prefix)
+    connection = redis.Redis.from_url(runtime.url)
+    ledger = DispatchLedger(connection, keys)
+
+    async def scenario() -> RouteSnapshot:
+        route = runtime.route("session-1")
+        await route.start(two_second_retries(), caller="kanban", invocation_id="inv-1")
+        waiting = await route.report_failure(
+            1, overloaded(), safe_turn(), caller="kanban", invocation_id="inv-1"
+        )
+        assert waiting.deadline is not None
+        marker = keys.backstop(HOST, math.ceil(waiting.deadline.timestamp()))
+
+        async def armed() -> bool:
+            return bool(connection.exists(marker))
+
+        await wait_for(armed, 30.0)
+        ray.kill(route.host, no_restart=True)  # its timer dies with it, 2 s before the deadline
+
+        async def delivered() -> bool:
+            return ledger.read("session-1", 1, 1).fields.get("outcome") == "delivered"
+
+        await wait_for(delivered, 30.0)
+        return waiting
+
+    try:
+        waiting = asyncio.run(scenario())
+        assert waiting.deadline is not None
+        second = math.ceil(waiting.deadline.timestamp())
+        job = Job.fetch(
+            backstop_job_id(keys, HOST, second), connection=connection, serializer=JSONSerializer
+        )
+        result = job.return_value()
+        assert result is not None
+        assert result["fired"] == ["session-1"]  # the backstop fired it, not the host
+        [call] = connection.lrange(calls_key(runtime.key_prefix), 0, -1)
+        assert json.loads(call)["route_id"] == "session-1"
+    finally:
+        connection.close()
