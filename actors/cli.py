@@ -6,7 +6,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from actors import cli_acp, cli_catalogue, cli_policy, cli_reconcile, cli_routes, cli_up
+from actors import (
+    cli_acp,
+    cli_catalogue,
+    cli_circuits,
+    cli_policy,
+    cli_reconcile,
+    cli_routes,
+    cli_up,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_catalogue.register(commands)
     cli_policy.register(commands)
     cli_routes.register(commands)
+    cli_circuits.register(commands)
     cli_reconcile.register(commands)
     cli_acp.register(commands)
     cli_up.register(commands)
