@@ -20,6 +20,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
+from datetime import datetime
+from typing import Final
 
 from actors.errors import InvalidRouteIdError, StoreUnavailableError, TransitionRejectedError
 from actors.keys import valid_route_id
@@ -27,6 +30,7 @@ from actors.route_commands import CompleteSwitch, FireDue, RouteCommand, RouteCo
 from actors.route_models import RouteSnapshot, Transition
 from actors.route_transitions import plan
 from actors.routes_store import RouteStore
+from catalogue import Classification, Evidence, classify
 
 Outcome = RouteSnapshot | Exception
 """One item of a batch: the route's snapshot once the command took effect, or its error."""
@@ -72,6 +76,34 @@ class RouteLocks:
             for route_id in sorted(set(route_ids)):
                 await stack.enter_async_context(self.hold(route_id))
             yield
+
+
+class RoundClassifier:
+    """catalogue.classify, once per distinct evidence: a round plans every item at the
+    same `now`, and classification is a function of (evidence, now), so reports of one
+    outage (the same error body from many sessions) are classified once per round."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[object, ...], Classification] = {}
+
+    def __call__(self, evidence: Evidence, now: datetime) -> Classification:
+        key = _evidence_key(evidence)
+        found = self._seen.get(key)
+        if found is None:
+            found = self._seen[key] = classify(evidence, now)
+        return found
+
+
+def _evidence_key(evidence: Evidence) -> tuple[object, ...]:
+    values = [getattr(evidence, name) for name in _EVIDENCE_FIELDS]
+    values[_HEADERS_AT] = tuple(sorted(evidence.headers.items()))
+    return (*values,)
+
+
+_EVIDENCE_FIELDS: Final = tuple(Evidence.model_fields)
+_HEADERS_AT: Final = _EVIDENCE_FIELDS.index("headers")
 
 
 def rounds(items: Sequence[tuple[str, RouteCommand]]) -> list[list[int]]:
@@ -130,7 +162,7 @@ class BatchRunner:
     def _plan(
         self, items: Sequence[tuple[str, RouteCommand]], snapshots: Sequence[RouteSnapshot]
     ) -> tuple[list[Outcome], list[tuple[int, Transition]]]:
-        context = self._context()
+        context = replace(self._context(), classifier=RoundClassifier())
         outcomes: list[Outcome] = []
         planned: list[tuple[int, Transition]] = []
         for index, ((_, command), snapshot) in enumerate(zip(items, snapshots, strict=True)):

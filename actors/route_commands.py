@@ -8,6 +8,7 @@ settings, so the function never reads a clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
@@ -19,6 +20,8 @@ from catalogue import Classification, Evidence
 from policy import TurnEvidence
 
 DAY_S: Final = 24 * 3600
+
+Classifier = Callable[[Evidence, datetime], Classification]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +47,13 @@ class RouteSettings:
 
 @dataclass(frozen=True, slots=True)
 class RouteContext:
-    """The moment a command is planned at (aware UTC) and the settings it runs with."""
+    """The moment a command is planned at (aware UTC) and the settings it runs with.
+    `classifier` classifies a report's evidence at `now` (None: catalogue.classify); a
+    batch passes one that classifies each distinct evidence once (actors/route_batch.py)."""
 
     now: datetime
     settings: RouteSettings = field(default_factory=RouteSettings)
+    classifier: Classifier | None = None
 
     def __post_init__(self) -> None:
         if self.now.utcoffset() is None:

