@@ -1,0 +1,102 @@
+"""The retention settings reach Redis through a route host: closed and utility routes
+expire after the configured seconds, and the events stream is trimmed to the configured
+length. The host runs in this process (no Ray) on the session's real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+
+import pytest
+from redis.asyncio import Redis
+
+from actors.keys import KeySpace
+from actors.route_host import RouteHost
+from actors.route_models import CallerContext
+from actors.routes_store import DEFAULT_EVENTS_MAXLEN
+from tests.actors.conftest import _delete_prefix, unique_keys
+from tests.actors.route_scenarios import candidate, profile
+
+pytestmark = pytest.mark.integration
+
+CLOSED_TTL_S = 120
+UTILITY_TTL_S = 60
+EVENTS_MAXLEN = 1
+EVENTS_WRITTEN = 300  # Redis trims approximately, a whole stream node (100 entries) at a time
+
+
+@pytest.fixture
+def keys(redis_url: str) -> Iterator[KeySpace]:
+    chosen = unique_keys()
+    yield chosen
+    _delete_prefix(redis_url, chosen)
+
+
+@asynccontextmanager
+async def retention_host(redis_url: str, keys: KeySpace) -> AsyncIterator[RouteHost]:
+    host = RouteHost(
+        "host-0", redis_url, keys.prefix, events_maxlen=EVENTS_MAXLEN,
+        closed_ttl_s=CLOSED_TTL_S, utility_ttl_s=UTILITY_TTL_S,
+    )  # fmt: skip
+    await host.ready()
+    try:
+        yield host
+    finally:
+        await host.aclose()
+
+
+async def start(host: RouteHost, route_id: str, caller: CallerContext = "kanban") -> int:
+    snapshot = await host.start(
+        route_id, profile(candidate("claude")), caller=caller, invocation_id=f"inv-{route_id}"
+    )
+    return snapshot.generation
+
+
+async def ttl(redis_url: str, key: str) -> int:
+    client = Redis.from_url(redis_url)
+    try:
+        return int(await client.ttl(key))
+    finally:
+        await client.aclose()
+
+
+def test_a_closed_route_expires_after_the_configured_seconds(
+    redis_url: str, keys: KeySpace
+) -> None:
+    async def scenario() -> int:
+        async with retention_host(redis_url, keys) as host:
+            await host.close("done-1", await start(host, "done-1"))
+        return await ttl(redis_url, keys.route("done-1"))
+
+    assert 0 < asyncio.run(scenario()) <= CLOSED_TTL_S
+
+
+def test_a_utility_route_expires_after_the_configured_seconds(
+    redis_url: str, keys: KeySpace
+) -> None:
+    async def scenario() -> int:
+        async with retention_host(redis_url, keys) as host:
+            await start(host, "utility-1", caller="utility")
+        return await ttl(redis_url, keys.route("utility-1"))
+
+    assert 0 < asyncio.run(scenario()) <= UTILITY_TTL_S
+
+
+def test_the_events_stream_is_trimmed_to_the_configured_length(
+    redis_url: str, keys: KeySpace
+) -> None:
+    async def scenario() -> int:
+        async with retention_host(redis_url, keys) as host:
+            for index in range(EVENTS_WRITTEN // 2):  # a start and a close: two events
+                route_id = f"route-{index}"
+                await host.close(route_id, await start(host, route_id))
+        client = Redis.from_url(redis_url)
+        try:
+            return int(await client.xlen(keys.events))
+        finally:
+            await client.aclose()
+
+    # Untrimmed (the default MAXLEN is far above), all 300 would remain.
+    assert EVENTS_WRITTEN < DEFAULT_EVENTS_MAXLEN
+    assert asyncio.run(scenario()) < EVENTS_WRITTEN
