@@ -29,6 +29,7 @@ from circuits.settings import UtcDatetime
 
 HOLDER_PATTERN: Final = r"[A-Za-z0-9._:-]{1,160}"
 MAX_TOKEN_CHARS: Final = 256
+MAX_HINT_S: Final = 1e9  # about 31 years
 _HOLDER = re.compile(HOLDER_PATTERN)
 
 
@@ -137,9 +138,12 @@ def valid_failure(failure: FailureLike) -> FailureLike:
     """The failure's own times must be aware too (the core would raise a bare ValueError)."""
     if failure.reset_at is not None:
         aware("failure.reset_at", failure.reset_at)
-    if failure.retry_after_s is not None and not math.isfinite(failure.retry_after_s):
+    hint = failure.retry_after_s
+    if hint is not None and not (math.isfinite(hint) and abs(hint) <= MAX_HINT_S):
+        # the machine caps open periods at 7 days, but now + an absurd hint would not
+        # even be a datetime (OverflowError) before the cap applies
         raise InvalidCircuitInputError(
-            "failure.retry_after_s", failure.retry_after_s, "must be finite"
+            "failure.retry_after_s", hint, f"must be finite and within {MAX_HINT_S:.0e} s"
         )
     return failure
 

@@ -353,6 +353,9 @@ NAIVE = datetime(2025, 3, 1, 12, 0)  # naive on purpose
         (lambda s, now: s.record_failure(
             RESOURCE, failure("quota_limited", reset_at=NAIVE), "a", now), "failure.reset_at",
          NAIVE),
+        (lambda s, now: s.record_failure(
+            RESOURCE, failure("rate_limited", retry_after_s=1e15), "a", now),
+         "failure.retry_after_s", 1e15),
         (lambda s, now: s.acquire_probe(RESOURCE, "has space", now, 30), "holder", "has space"),
         (lambda s, now: s.acquire_probe(RESOURCE, "p", now, 0), "ttl_s", 0),
         (lambda s, now: s.acquire_probe(RESOURCE, "p", now, float("inf")), "ttl_s", math.inf),
