@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
@@ -21,12 +22,16 @@ from actors.errors import (
     StoreUnavailableError,
 )
 from circuits import (
+    CircuitSettings,
+    CircuitState,
     CircuitStatus,
     DenialReason,
     ProbeDenied,
+    ProbeGrant,
     ReleasePlan,
     ResourceKey,
     covering_keys,
+    machine,
     plan_release,
     wave_budget,
 )
@@ -412,3 +417,47 @@ def test_an_unreachable_redis_is_a_store_unavailable_error() -> None:
                 await store.view(RESOURCE)
 
     asyncio.run(scenario())
+
+
+# -- the store agrees with the pure machine -----------------------------------------------
+
+CODES = ("quota_limited", "rate_limited", "provider_overloaded", "network_unavailable",
+         "agent_transport_lost")  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_random_run_stores_exactly_the_states_the_pure_machine_computes(
+    fake_backend: Backend, seed: int
+) -> None:
+    chooser = random.Random(seed)
+    settings = CircuitSettings()
+    ttl = timedelta(seconds=TTL_S)
+
+    async def scenario(store: CircuitStore) -> None:
+        expected = CircuitState()
+        tokens: list[str] = []
+        for _ in range(120):
+            now = later(fake_backend, chooser.choice([0, 1, 7, 31, 65, 200]))
+            step = chooser.choice(["fail", "fail", "acquire", "report", "abandon"])
+            if step == "fail":
+                code, route = chooser.choice(CODES), chooser.choice(["a", "b", "c"])
+                hint = chooser.choice([None, 30.0, 900.0])
+                found = failure(code, retry_after_s=hint)
+                expected = machine.record_failure(expected, found, route, now, settings)
+                await store.record_failure(RESOURCE, found, route, now)
+            elif step == "acquire":
+                expected, result = machine.acquire_probe(expected, "p", now, ttl)
+                assert await store.acquire_probe(RESOURCE, "p", now, TTL_S) == result
+                if isinstance(result, ProbeGrant):
+                    tokens.append(result.owner_token)
+            elif tokens:
+                token, ok = chooser.choice(tokens), chooser.random() < 0.5
+                if step == "report":
+                    expected = machine.record_probe_result(expected, token, ok, now, settings)
+                    await store.report_probe(RESOURCE, token, ok, now)
+                else:
+                    expected = machine.abandon_probe(expected, token, now)
+                    await store.abandon_probe(RESOURCE, token, now)
+            assert (await store.view(RESOURCE)).state == expected
+
+    run(fake_backend, scenario)
