@@ -120,14 +120,20 @@ def rounds(items: Sequence[tuple[str, RouteCommand]]) -> list[list[int]]:
 
 
 class BatchRunner:
-    """Runs batches of commands against one store under one set of route locks."""
+    """Runs batches of commands against one store under one set of route locks;
+    `on_applied` sees every snapshot a transition wrote (metrics)."""
 
     def __init__(
-        self, store: RouteStore, locks: RouteLocks, context: Callable[[], RouteContext]
+        self,
+        store: RouteStore,
+        locks: RouteLocks,
+        context: Callable[[], RouteContext],
+        on_applied: Callable[[RouteSnapshot], None] | None = None,
     ) -> None:
         self.store = store
         self.locks = locks
         self._context = context
+        self._on_applied = on_applied
 
     async def run(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(items)
@@ -187,6 +193,8 @@ class BatchRunner:
             applied = [error] * len(planned)
         for (index, _), result in zip(planned, applied, strict=True):
             outcomes[index] = result
+            if self._on_applied is not None and isinstance(result, RouteSnapshot):
+                self._on_applied(result)
 
     async def _complete_switches(self, outcomes: list[Outcome]) -> None:
         """The skips are durable; those routes now run on their next candidate."""

@@ -50,15 +50,18 @@ import redis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from actors import host_memory
 from actors.backstop import BackstopArmer, HostBackstops
 from actors.clock import Clock, SystemClock
 from actors.dispatch import DEFAULT_QUEUE, ReconcileReport, dispatch_queue, enqueue_dispatch
 from actors.dispatch import reconcile as reconcile_dispatches
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, TransitionRejectedError
 from actors.host_batch import BatchItem, HostRequest, ReadHistory, ReadSnapshot
+from actors.host_memory import HostMemory
 from actors.keys import KeySpace, valid_host_id
+from actors.metrics import route_metrics
 from actors.route_commands import FireDue as FireDueCommand
-from actors.route_commands import RetryNow, RouteCommand, RouteSettings
+from actors.route_commands import ReportFailure, RetryNow, RouteCommand, RouteSettings
 from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot, ScheduleEntry
 from actors.route_profiles import RouteProfile
 from actors.route_service import RouteService
@@ -108,8 +111,13 @@ class RouteHost:
         settings = RouteSettings(
             host_id=self.host_id, closed_ttl_s=closed_ttl_s, utility_ttl_s=utility_ttl_s
         )
-        self._service = RouteService(self._store, self._clock, settings=settings)
-        self._timers = RouteTimers(self._timer_fired, self._clock)
+        self._metrics = route_metrics()
+        self._service = RouteService(
+            self._store, self._clock, settings=settings, on_applied=self._metrics.transition
+        )
+        self._timers = RouteTimers(
+            self._timer_fired, self._clock, on_fired=self._metrics.timer_lateness.observe
+        )
         self._backstops: HostBackstops | None = None
         if dispatcher is not None:  # the workers that run dispatches run backstops too
             armer = BackstopArmer(
@@ -132,6 +140,18 @@ class RouteHost:
 
     async def process_id(self) -> int:
         return os.getpid()
+
+    async def start_tracing(self) -> HostMemory:
+        """Start tracing allocations (bench/timers.py); the memory at the start."""
+        host_memory.start_tracing()
+        return host_memory.memory_now()
+
+    async def memory_report(self, *, stop_tracing: bool = False) -> HostMemory:
+        """This process's memory now (actors/host_memory.py); optionally stop tracing."""
+        report = host_memory.memory_now()
+        if stop_tracing:
+            host_memory.stop_tracing()
+        return report
 
     async def pending_timers(self) -> int:
         await self._ready
@@ -267,6 +287,7 @@ class RouteHost:
         Per item, its answer or its exception as a value; every answer sets its route's
         timer, and routes a timer or a retry-now left `retrying` are dispatched."""
         await self._ready
+        self._metrics.batch_size.observe(len(items))
         answers: list[Any] = [None] * len(items)
         commands = [i for i, (_, request) in enumerate(items) if not _is_read(request)]
         outcomes = await self._service.run_many(
@@ -275,10 +296,17 @@ class RouteHost:
         due: list[RouteSnapshot] = []
         for index, outcome in zip(commands, outcomes, strict=True):
             answers[index] = outcome
-            if isinstance(outcome, RouteSnapshot):
-                self._tracked(outcome)
-                if isinstance(items[index][1], RetryNow | FireDueCommand):
-                    due.append(outcome)
+            request = items[index][1]
+            if isinstance(outcome, TransitionRejectedError):
+                self._metrics.rejection(outcome)
+            if not isinstance(outcome, RouteSnapshot):
+                continue
+            self._tracked(outcome)
+            if isinstance(request, ReportFailure):
+                self._metrics.decision(outcome)
+            if isinstance(request, RetryNow | FireDueCommand):
+                due.append(outcome)
+        self._metrics.pending_timers.set(len(self._timers), tags={"host": self.host_id})
         await self._dispatched_all(due)
         reads = [i for i, (_, request) in enumerate(items) if _is_read(request)]
         results = await asyncio.gather(
@@ -312,18 +340,15 @@ class RouteHost:
             return
         dispatcher = self._dispatcher
         try:
-            await asyncio.to_thread(lambda: [self._enqueue(s, dispatcher) for s in retrying])
+            jobs = await asyncio.to_thread(lambda: [self._enqueue(s, dispatcher) for s in retrying])
         except (RedisError, RecoveryError) as error:  # reconciliation enqueues them later
             log.warning("dispatch of %d routes not enqueued: %s", len(retrying), error)
+            return
+        self._metrics.dispatches.inc(sum(1 for job in jobs if job is not None))
 
     async def _dispatched(self, snapshot: RouteSnapshot) -> RouteSnapshot:
         """Enqueue the dispatch of a route Redis says is `retrying`; the snapshot."""
-        if self._dispatcher is None or snapshot.state != "retrying":
-            return snapshot
-        try:
-            await asyncio.to_thread(self._enqueue, snapshot, self._dispatcher)
-        except (RedisError, RecoveryError) as error:  # reconciliation enqueues it later
-            log.warning("dispatch of route %s not enqueued: %s", snapshot.route_id, error)
+        await self._dispatched_all([snapshot])
         return snapshot
 
     def _connection(self) -> redis.Redis:

@@ -16,7 +16,7 @@ timer returns the route as it is.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from actors.clock import Clock
@@ -54,13 +54,18 @@ class RouteService:
     snapshot of the route once the call has taken effect."""
 
     def __init__(
-        self, store: RouteStore, clock: Clock, *, settings: RouteSettings | None = None
+        self,
+        store: RouteStore,
+        clock: Clock,
+        *,
+        settings: RouteSettings | None = None,
+        on_applied: Callable[[RouteSnapshot], None] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings or RouteSettings()
         self._clock = clock
         self.locks = RouteLocks()
-        self._runner = BatchRunner(store, self.locks, self._context)
+        self._runner = BatchRunner(store, self.locks, self._context, on_applied)
 
     # Starting and reporting
 

@@ -46,9 +46,14 @@ class PendingTimer:
 
 
 class RouteTimers:
-    def __init__(self, fire_due: FireDue, clock: Clock) -> None:
+    def __init__(
+        self, fire_due: FireDue, clock: Clock, on_fired: Callable[[float], None] | None = None
+    ) -> None:
+        """`on_fired(lateness_s)` is told how late each timer that fired its attempt was:
+        the write time of its transition minus the deadline."""
         self._fire_due = fire_due
         self._clock = clock
+        self._on_fired = on_fired
         self._pending: dict[str, PendingTimer] = {}
         self._firing: set[asyncio.Task[None]] = set()
 
@@ -130,7 +135,15 @@ class RouteTimers:
             # Not fired (the store's clock says not yet): try again, never in a hot loop.
             self._rearm(route_id, timer, min_delay_s=MIN_REFIRE_S)
             return
+        self._observe(snapshot, timer)
         self.track(snapshot)
+
+    def _observe(self, snapshot: RouteSnapshot, timer: PendingTimer) -> None:
+        fired = snapshot.state == "retrying" and (
+            snapshot.generation, snapshot.attempt_ordinal
+        ) == timer.attempt  # fmt: skip
+        if fired and self._on_fired is not None and snapshot.updated_at is not None:
+            self._on_fired((snapshot.updated_at - timer.deadline).total_seconds())
 
     def _rearm(self, route_id: str, timer: PendingTimer, *, min_delay_s: float = 0.0) -> None:
         if route_id not in self._pending:  # nothing newer was armed meanwhile

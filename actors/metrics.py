@@ -1,0 +1,113 @@
+"""The route hosts' metrics, exported on Ray's Prometheus endpoint (`ray.util.metrics`).
+
+Ray prefixes every name with `ray_` on export. Created once per process, on first use,
+so importing this module costs nothing and a process outside Ray records into nothing.
+
+    recovery_route_transitions_total{state}                  route writes, by the state left
+    recovery_route_decisions_total{decision,error_class,code} failure decisions
+    recovery_route_rejections_total{reason}                  fenced calls refused, by type
+    recovery_route_batch_size                                 requests per host call
+    recovery_route_pending_timers{host}                       armed in-process timers
+    recovery_timer_lateness_seconds                           fire time - deadline
+    recovery_dispatch_enqueued_total                          dispatch jobs handed to rq
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Final
+
+from ray.util.metrics import Counter, Gauge, Histogram
+
+from actors.route_models import RouteSnapshot
+
+BATCH_BOUNDARIES: Final = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0]
+LATENESS_BOUNDARIES: Final = [
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.015,
+    0.025,
+    0.05,
+    0.1,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+]
+# What a failure report decided, read off the state it left the route in.
+DECISION_OF_STATE: Final = {
+    "retry_wait": "retry",
+    "waiting_for_reset": "wait_for_reset",
+    "switching": "skip",
+    "active": "skip",  # a skip completes the switch in the same call
+    "action_required": "stop",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RouteMetrics:
+    transitions: Counter
+    decisions: Counter
+    rejections: Counter
+    batch_size: Histogram
+    pending_timers: Gauge
+    timer_lateness: Histogram
+    dispatches: Counter
+
+    def transition(self, snapshot: RouteSnapshot) -> None:
+        self.transitions.inc(1, tags={"state": snapshot.state})
+
+    def decision(self, snapshot: RouteSnapshot) -> None:
+        """Record what a failure report decided (the snapshot it answered with)."""
+        tags = {
+            "decision": DECISION_OF_STATE.get(snapshot.state, snapshot.state),
+            "error_class": snapshot.error_class or "none",
+            "code": snapshot.code or "none",
+        }
+        self.decisions.inc(1, tags=tags)
+
+    def rejection(self, error: Exception) -> None:
+        self.rejections.inc(1, tags={"reason": type(error).__name__})
+
+
+@cache
+def route_metrics() -> RouteMetrics:
+    return RouteMetrics(
+        transitions=Counter(
+            "recovery_route_transitions_total",
+            description="Route transitions written, by the state they left the route in.",
+            tag_keys=("state",),
+        ),
+        decisions=Counter(
+            "recovery_route_decisions_total",
+            description="Decisions on reported failures, by outcome, class and code.",
+            tag_keys=("decision", "error_class", "code"),
+        ),
+        rejections=Counter(
+            "recovery_route_rejections_total",
+            description="Route calls refused with no effect (stale generation, state, ...).",
+            tag_keys=("reason",),
+        ),
+        batch_size=Histogram(
+            "recovery_route_batch_size",
+            description="Route requests carried by one call to a route host.",
+            boundaries=BATCH_BOUNDARIES,
+        ),
+        pending_timers=Gauge(
+            "recovery_route_pending_timers",
+            description="In-process retry timers armed on a route host.",
+            tag_keys=("host",),
+        ),
+        timer_lateness=Histogram(
+            "recovery_timer_lateness_seconds",
+            description="Fire time of a route timer minus its deadline.",
+            boundaries=LATENESS_BOUNDARIES,
+        ),
+        dispatches=Counter(
+            "recovery_dispatch_enqueued_total",
+            description="Dispatch jobs handed to rq for routes that became retrying.",
+        ),
+    )

@@ -1,0 +1,91 @@
+"""The route hosts' metrics reach Ray's Prometheus export (scraped as Prometheus would).
+Ray flushes metrics about every 10 s: the test waits on the scrape, with a timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import ray
+
+from actors.errors import StaleGenerationError
+from actors.keys import KeySpace
+from actors.runtime import RecoveryRuntime
+from policy import Outcome
+from tests.actors.conftest import _delete_prefix
+from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
+from tests.actors.route_scenarios import (
+    candidate,
+    overloaded,
+    profile,
+    retries,
+    safe_turn,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
+
+SCRAPE_TIMEOUT_S = 60.0
+EXPECTED = (
+    "ray_recovery_route_transitions_total",
+    "ray_recovery_route_decisions_total",
+    "ray_recovery_route_batch_size",
+    "ray_recovery_route_pending_timers",
+    "ray_recovery_route_rejections_total",
+)
+
+
+@pytest.fixture
+def runtime(redis_url: str) -> Iterator[RecoveryRuntime]:
+    prefix = f"recovery-metrics-{uuid.uuid4().hex[:12]}"
+    started = RecoveryRuntime(redis_url=redis_url, key_prefix=prefix, host_count=1).start()
+    yield started
+    started.shutdown()
+    _delete_prefix(redis_url, KeySpace(prefix))
+
+
+def scrape() -> str:
+    port = ray.nodes()[0]["MetricsExportPort"]  # type: ignore[no-untyped-call]  # ray is untyped
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        return str(answer.read().decode())
+
+
+def samples(text: str, name: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(name)]
+
+
+def test_route_metrics_are_exported_on_rays_prometheus_endpoint(
+    runtime: RecoveryRuntime,
+) -> None:
+    route = runtime.route("metrics-1")
+    policy = profile(candidate("claude", transient=retries(3, 60, Outcome.SKIP)))
+
+    async def scenario() -> str:
+        await route.start(policy, caller="kanban", invocation_id="inv-1")
+        await route.report_failure(1, overloaded(), safe_turn(), caller="kanban",
+                                   invocation_id="inv-1")  # fmt: skip
+        with pytest.raises(StaleGenerationError):
+            await route.report_success(7)
+        found = ""
+
+        async def exported() -> bool:
+            nonlocal found
+            found = await asyncio.to_thread(scrape)
+            return all(samples(found, name) for name in EXPECTED)
+
+        await wait_for(exported, SCRAPE_TIMEOUT_S)
+        return found
+
+    text = asyncio.run(scenario())
+    decisions = samples(text, "ray_recovery_route_decisions_total{")
+    assert any(
+        'code="provider_overloaded"' in line and 'decision="retry"' in line
+        and 'error_class="transient"' in line
+        for line in decisions
+    ), decisions  # fmt: skip
+    states = samples(text, "ray_recovery_route_transitions_total{")
+    assert any('state="retry_wait"' in line for line in states), states
+    rejected = samples(text, "ray_recovery_route_rejections_total{")
+    assert any('reason="StaleGenerationError"' in line for line in rejected), rejected
