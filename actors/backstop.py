@@ -287,7 +287,7 @@ def fire_backstop(
         for snapshot in fired
         if enqueue_dispatch(
             queue, keys, snapshot.route_id, snapshot.generation, snapshot.attempt_ordinal,
-            dispatcher=dispatcher, now=now,
+            dispatcher=dispatcher, now=now, host_id=host_id,
         ) is not None
     )  # fmt: skip
     rearmed = None

@@ -35,11 +35,13 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from redis import Redis
+from redis.exceptions import RedisError
 from rq import Queue, Worker, get_current_job
 from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
+from actors.clock import SystemClock
 from actors.dispatch_routes import (
     pending,
     read_route,
@@ -186,17 +188,20 @@ def enqueue_dispatch(
     *,
     dispatcher: str,
     now: datetime,
+    host_id: str | None = None,
 ) -> str | None:
     """Write the attempt's ledger `queued` (if it has none) and enqueue its job. The job
     id, or None when the ledger shows the attempt already started or finished (nothing is
-    enqueued then: it was dispatched, or its outcome is someone else's to settle)."""
+    enqueued then: it was dispatched, or its outcome is someone else's to settle).
+    `host_id`: the route host owning the route, so that a schedule the job writes (a
+    NotDispatched re-evaluated into a new wait) gets that host's durable backstop."""
     valid_route_id(route_id)
     job_id = dispatch_job_id(keys, route_id, generation, ordinal)
     ledger = DispatchLedger(queue.connection, keys)
     refused = ledger.queue(route_id, generation, ordinal, job_id, now)
     if refused not in ("applied", "queued"):
         return None
-    args = (keys.prefix, route_id, generation, ordinal, dispatcher)
+    args = (keys.prefix, route_id, generation, ordinal, dispatcher, host_id)
     _enqueue_once(queue, job_id, args)
     return job_id
 
@@ -239,16 +244,45 @@ def load_dispatcher(path: str) -> Dispatcher:
     return dispatcher
 
 
-def run_dispatch(prefix: str, route_id: str, generation: int, ordinal: int, dispatcher: str) -> str:
+def run_dispatch(  # noqa: PLR0917 - the job's arguments, as enqueued
+    prefix: str,
+    route_id: str,
+    generation: int,
+    ordinal: int,
+    dispatcher: str,
+    host_id: str | None = None,
+) -> str:
     """The rq job: dispatch attempt (route, generation, ordinal) at most once."""
     job = get_current_job()
     if job is None:
         raise RuntimeError("run_dispatch runs as an rq job")
     worker = job.worker_name or f"job-{job.id}"
+    keys = KeySpace(prefix)
+    rearm = None
+    if host_id is not None:
+        rearm = _backstop_rearm(job.connection, job.origin, keys, host_id, dispatcher)
     return dispatch_once(
-        job.connection, KeySpace(prefix), route_id, generation, ordinal, dispatcher=dispatcher,
-        worker=worker,
+        job.connection, keys, route_id, generation, ordinal, dispatcher=dispatcher,
+        worker=worker, rearm=rearm,
     )  # fmt: skip
+
+
+def _backstop_rearm(
+    connection: Redis, queue_name: str, keys: KeySpace, host_id: str, dispatcher: str
+) -> Callable[[RouteSnapshot], None]:
+    """Arm the host's backstop for a schedule this job wrote: the host's in-process timer
+    never saw that write, so the durable backstop is what fires it."""
+    from actors.backstop import BackstopArmer  # noqa: PLC0415 - backstop imports this module
+
+    armer = BackstopArmer(
+        lambda: connection, queue_name, keys, host_id, dispatcher, clock=SystemClock()
+    )
+
+    def rearm(snapshot: RouteSnapshot) -> None:
+        if snapshot.deadline is not None:
+            armer.arm([snapshot.deadline])
+
+    return rearm
 
 
 def dispatch_once(
@@ -260,8 +294,10 @@ def dispatch_once(
     *,
     dispatcher: str,
     worker: str,
+    rearm: Callable[[RouteSnapshot], None] | None = None,
 ) -> RunResult:
-    """What a dispatch job does, on `connection`, as `worker`."""
+    """What a dispatch job does, on `connection`, as `worker`. `rearm` is given the
+    route's snapshot when a NotDispatched re-evaluation left it waiting again."""
     snapshot = read_route(connection, keys, route_id)
     if not pending(snapshot, generation, ordinal):
         return "stale"
@@ -288,7 +324,14 @@ def dispatch_once(
     except NotDispatched as error:
         detail = clip(str(error))
         ledger.finish(route_id, generation, ordinal, "not_dispatched", _now(), detail=detail)
-        reevaluate_not_dispatched(connection, keys, route_id, generation, ordinal, detail=detail)
+        again = reevaluate_not_dispatched(
+            connection, keys, route_id, generation, ordinal, detail=detail
+        )
+        if again is not None and again.deadline is not None and rearm is not None:
+            try:
+                rearm(again)
+            except RedisError as error:  # durable anyway: the host's rehydration arms it
+                log.warning("backstop of route %s not armed: %s", route_id, error)
         return "not_dispatched"
     except Exception as error:
         detail = type(error).__name__

@@ -344,7 +344,9 @@ class RouteHost:
         except (RedisError, RecoveryError) as error:  # reconciliation enqueues them later
             log.warning("dispatch of %d routes not enqueued: %s", len(retrying), error)
             return
-        self._metrics.dispatches.inc(sum(1 for job in jobs if job is not None))
+        enqueued = sum(1 for job in jobs if job is not None)
+        if enqueued:  # Ray's Counter.inc refuses 0
+            self._metrics.dispatches.inc(enqueued)
 
     async def _dispatched(self, snapshot: RouteSnapshot) -> RouteSnapshot:
         """Enqueue the dispatch of a route Redis says is `retrying`; the snapshot."""
@@ -361,6 +363,7 @@ class RouteHost:
         return enqueue_dispatch(
             queue, self._keys, snapshot.route_id, snapshot.generation,
             snapshot.attempt_ordinal, dispatcher=dispatcher, now=self._clock.now(),
+            host_id=self.host_id,
         )  # fmt: skip
 
     def _reconcile(self, dispatcher: str) -> ReconcileReport:

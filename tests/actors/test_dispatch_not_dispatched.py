@@ -19,6 +19,7 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
+from actors.backstop import backstop_job_id
 from actors.dispatch import (
     REASON_AMBIGUOUS,
     REASON_UNLOADABLE,
@@ -74,13 +75,13 @@ class Rig:
 
         return asyncio.run(main())
 
-    def dispatch(self, dispatcher: str) -> None:
+    def dispatch(self, dispatcher: str, host_id: str | None = None) -> None:
         """Enqueue the dispatch of the route's retrying attempt and run it."""
         route = self.route()
         assert route.state == "retrying", route
         enqueue_dispatch(
             self.queue, self.backend.keys, R, route.generation, route.attempt_ordinal,
-            dispatcher=dispatcher, now=T0,
+            dispatcher=dispatcher, now=T0, host_id=host_id,
         )  # fmt: skip
         worker = SimpleWorker([self.queue], connection=self.connection, serializer=JSONSerializer)
         worker.work(burst=True, with_scheduler=True)
@@ -259,3 +260,26 @@ def test_a_dispatcher_that_cannot_be_loaded_requires_action_instead_of_retrying(
     assert rig.ledger_outcome(1, 1) == "not_dispatched"
     assert rig.run(lambda session: session.service.schedules()) == []
     assert rig.calls() == []
+
+
+def test_a_wait_written_by_the_dispatch_job_gets_its_hosts_durable_backstop(rig: Rig) -> None:
+    retrying_after(rig, seed_profile())
+    rig.dispatch(REFUSE, host_id="host-3")
+    route = rig.route()
+    assert route.state == "retry_wait"
+    assert route.deadline is not None
+    scheduled = rig.queue.scheduled_job_registry.get_job_ids()
+    first = int(route.deadline.timestamp())
+    ids = {backstop_job_id(rig.backend.keys, "host-3", s): s for s in range(first, first + 3)}
+    seconds = [second for job_id, second in ids.items() if job_id in scheduled]
+    assert len(seconds) == 1, (scheduled, route.deadline)
+    assert seconds[0] >= route.deadline.timestamp(), "the backstop runs after the deadline"
+    for job_id in scheduled:
+        Job.fetch(job_id, connection=rig.connection, serializer=JSONSerializer).delete()
+
+
+def test_without_a_host_the_dispatch_job_arms_no_backstop(rig: Rig) -> None:
+    retrying_after(rig, seed_profile())
+    rig.dispatch(REFUSE)
+    assert rig.route().state == "retry_wait"
+    assert rig.queue.scheduled_job_registry.get_job_ids() == []
