@@ -13,6 +13,7 @@ from actors import (
     cli_policy,
     cli_reconcile,
     cli_routes,
+    cli_top,
     cli_up,
 )
 
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_reconcile.register(commands)
     cli_acp.register(commands)
     cli_up.register(commands)
+    cli_top.register(commands)
     return parser
 
 
