@@ -31,12 +31,12 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from actors.circuit_changes import CircuitChanges, text, unavailable
+from actors.circuit_changes import CircuitChanges, LoadedScript, text, unavailable
 from actors.circuit_codec import decode_resource, decode_view
-from actors.circuit_models import CircuitView, ParkOutcome, aware, valid_resource
+from actors.circuit_models import CircuitView, ParkOutcome, aware, valid_failure, valid_resource
 from actors.errors import InvalidIdentifierError
 from actors.keys import KeySpace, valid_resource_id, valid_route_id
-from circuits import CircuitSettings, CircuitStatus, ResourceKey
+from circuits import CircuitSettings, CircuitState, CircuitStatus, FailureLike, ResourceKey, machine
 
 DEFAULT_MAX_CONNECTIONS: Final = 16
 DEFAULT_TIMEOUT_S: Final = 5.0
@@ -59,6 +59,7 @@ class CircuitStore(CircuitChanges):
     ) -> None:
         super().__init__(client, keys or KeySpace(), settings or CircuitSettings(), **options)
         self._owns_client = owns_client
+        self.park_many_script = LoadedScript.named("circuit_park_many")
 
     @classmethod
     def connect(
@@ -159,6 +160,62 @@ class CircuitStore(CircuitChanges):
         except RedisError as error:
             raise unavailable("unpark", error) from error
         return bool(removed)
+
+    # -- batches (one route host round: actors/route_circuit_effects.py) ------------------
+
+    async def record_failures(
+        self,
+        resource: ResourceKey,
+        failures: Sequence[tuple[FailureLike, str]],
+        now: datetime,
+    ) -> CircuitView:
+        """Count several (failure, route id) seen on `resource`, in order, as ONE change:
+        the pure machine folds them all onto the state read and one compare-and-set
+        writes the result (a burst of one outage's reports is one write, not one
+        compare-and-set loop per report). Unchanged (nothing written) when none counts."""
+        valid_resource(resource)
+        checked = [(valid_failure(f), valid_route_id(route_id)) for f, route_id in failures]
+        now = aware("now", now)
+
+        def plan(state: CircuitState) -> tuple[CircuitState, None]:
+            for failure, route_id in checked:
+                state = machine.record_failure(state, failure, route_id, now, self.settings)
+            return state, None
+
+        written, _, before = await self._change(resource, "record_failures", now, plan)
+        return before if written is None else written.view
+
+    async def park_many(
+        self, resource: ResourceKey, route_ids: Sequence[str], now: datetime
+    ) -> ParkOutcome:
+        """Park several routes on an open or half-open circuit in one script (as `park`);
+        a closed circuit refuses them all (`parked` False)."""
+        resource_id = valid_resource(resource).resource_id
+        members = [valid_route_id(route_id) for route_id in route_ids]
+        score = repr(aware("now", now).timestamp())
+        keys = [self.keys.circuit(resource_id), self.keys.parked(resource_id)]
+        try:
+            reply = await self.run_script(self.park_many_script, keys, [score, *members])
+        except RedisError as error:
+            raise unavailable("park_many", error) from error
+        done, status, version, count = reply
+        return ParkOutcome(bool(done), CircuitStatus(text(status)), int(version), int(count))
+
+    async def unpark_many(self, parked: Sequence[tuple[ResourceKey, str]]) -> None:
+        """Forget several parked (resource, route id) in one pipeline."""
+        by_resource: dict[str, list[str]] = {}
+        for resource, route_id in parked:
+            key = self.keys.parked(valid_resource(resource).resource_id)
+            by_resource.setdefault(key, []).append(valid_route_id(route_id))
+        if not by_resource:
+            return
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for key, members in by_resource.items():
+                    pipe.zrem(key, *members)
+                await pipe.execute()
+        except RedisError as error:
+            raise unavailable("unpark_many", error) from error
 
 
 def _is_resource_id(text: str) -> bool:

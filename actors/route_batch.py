@@ -7,7 +7,9 @@ command of every route that has one. For each round the runner holds the locks o
 routes (taken in sorted order, so two batches never deadlock), reads their snapshots in
 one pipeline, plans every command with one clock reading, and applies the planned
 transitions as one RouteStore.apply_many pipeline. A skip that left a route `switching`
-is completed the same way (one more pipeline for every such route).
+is completed the same way (one more pipeline for every such route). With circuits, the
+round's circuits are read (one pipeline) and its probe leases taken between the read and
+the plan, and the circuit side effects follow the durable transitions.
 
 Outcomes are per item: the applied (or, for a command with nothing to do, the current)
 snapshot, or the exception that item raised — a typed rejection, an invalid command, a
@@ -24,8 +26,15 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Final
 
-from actors.errors import InvalidRouteIdError, StoreUnavailableError, TransitionRejectedError
+from actors.errors import (
+    InvalidRouteIdError,
+    RecoveryError,
+    StoreUnavailableError,
+    TransitionRejectedError,
+)
 from actors.keys import valid_route_id
+from actors.route_circuit_effects import CircuitEffects
+from actors.route_circuits import CircuitBoard
 from actors.route_commands import CompleteSwitch, FireDue, RouteCommand, RouteContext
 from actors.route_models import RouteSnapshot, Transition
 from actors.route_transitions import plan
@@ -121,7 +130,10 @@ def rounds(items: Sequence[tuple[str, RouteCommand]]) -> list[list[int]]:
 
 class BatchRunner:
     """Runs batches of commands against one store under one set of route locks;
-    `on_applied` sees every snapshot a transition wrote (metrics)."""
+    `on_applied` sees every snapshot a transition wrote (metrics). With `circuits`, each
+    round also reads the circuits of its routes and takes the probe leases it needs
+    before planning (one more pipeline), plans against them, and writes the circuit side
+    effects once its transitions are durable (actors/route_circuit_effects.py)."""
 
     def __init__(
         self,
@@ -129,11 +141,13 @@ class BatchRunner:
         locks: RouteLocks,
         context: Callable[[], RouteContext],
         on_applied: Callable[[RouteSnapshot], None] | None = None,
+        circuits: CircuitEffects | None = None,
     ) -> None:
         self.store = store
         self.locks = locks
         self._context = context
         self._on_applied = on_applied
+        self.circuits = circuits
 
     async def run(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(items)
@@ -155,20 +169,37 @@ class BatchRunner:
     async def _run_round(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
         route_ids = [route_id for route_id, _ in items]
         async with self.locks.hold_all(route_ids):
+            context = replace(self._context(), classifier=RoundClassifier())
             try:
                 snapshots = await self.store.snapshots(route_ids)
-            except StoreUnavailableError as error:
+                board = await self._board(items, snapshots, context)
+            except RecoveryError as error:
                 return [error] * len(items)
-            outcomes, planned = self._plan(items, snapshots)
+            context = replace(context, circuits=board)
+            outcomes, planned = self._plan(items, snapshots, context)
             await self._apply(planned, outcomes)
             await self._complete_switches(outcomes)
             await self._settle_timers(items, outcomes)
+            if self.circuits is not None and board is not None:
+                await self.circuits.settle(board, items, snapshots, outcomes, context)
         return outcomes
 
+    async def _board(
+        self,
+        items: Sequence[tuple[str, RouteCommand]],
+        snapshots: Sequence[RouteSnapshot],
+        context: RouteContext,
+    ) -> CircuitBoard | None:
+        if self.circuits is None:
+            return None
+        return await self.circuits.prepare(items, snapshots, context.now)
+
     def _plan(
-        self, items: Sequence[tuple[str, RouteCommand]], snapshots: Sequence[RouteSnapshot]
+        self,
+        items: Sequence[tuple[str, RouteCommand]],
+        snapshots: Sequence[RouteSnapshot],
+        context: RouteContext,
     ) -> tuple[list[Outcome], list[tuple[int, Transition]]]:
-        context = replace(self._context(), classifier=RoundClassifier())
         outcomes: list[Outcome] = []
         planned: list[tuple[int, Transition]] = []
         for index, ((_, command), snapshot) in enumerate(zip(items, snapshots, strict=True)):

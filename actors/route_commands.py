@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Final
 
 from actors.keys import valid_host_id
+from actors.route_circuits import CircuitBoard
 from actors.route_models import CallerContext
 from actors.route_profiles import RouteProfile
 from catalogue import Classification, Evidence
@@ -49,11 +50,14 @@ class RouteSettings:
 class RouteContext:
     """The moment a command is planned at (aware UTC) and the settings it runs with.
     `classifier` classifies a report's evidence at `now` (None: catalogue.classify); a
-    batch passes one that classifies each distinct evidence once (actors/route_batch.py)."""
+    batch passes one that classifies each distinct evidence once (actors/route_batch.py).
+    `circuits`: the circuits of the round's routes, read (and probe leases taken) before
+    planning (actors/route_circuits.py); None plans as if every circuit were closed."""
 
     now: datetime
     settings: RouteSettings = field(default_factory=RouteSettings)
     classifier: Classifier | None = None
+    circuits: CircuitBoard | None = None
 
     def __post_init__(self) -> None:
         if self.now.utcoffset() is None:
@@ -98,6 +102,17 @@ class FireDue:
 
     generation: int
     ordinal: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseParked:
+    """A circuit closed: the route parked on `circuit` for attempt (generation, ordinal)
+    gets its wave slot `at` as its new deadline; otherwise nothing happens."""
+
+    generation: int
+    ordinal: int
+    circuit: str
+    at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +173,7 @@ RouteCommand = (
     | ReportFailure
     | ReportSuccess
     | FireDue
+    | ReleaseParked
     | RetryNow
     | SkipNow
     | CancelWait

@@ -8,6 +8,8 @@ policy snapshot of that moment are written by the one transition returned here:
 
 - Retry -> retry_wait until the deadline (the next attempt ordinal);
 - WaitForReset -> waiting_for_reset until the trusted reset (the next attempt ordinal);
+  either parked (reason `circuit_open`, the later deadline) when the candidate's circuit
+  is not closed once this failure is counted (actors/route_parking.py);
 - Skip -> switching to the next eligible candidate in a new generation, or
   action_required when none is left in this cycle;
 - Stop -> action_required.
@@ -24,6 +26,7 @@ from typing import Any
 from actors.errors import StoreUnavailableError
 from actors.route_commands import ReportFailure, RouteContext
 from actors.route_models import CycleRecord, RouteSnapshot, Transition
+from actors.route_parking import parked_changes
 from actors.route_profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
 from actors.route_steps import REPORTABLE, clip, require, skip_step, step, updated
 from catalogue import Classification, classify
@@ -124,6 +127,8 @@ def failure_transition(
     require(snapshot, report.expected_generation, REPORTABLE)
     judged = judge_failure(snapshot, report, context)
     found = judged.classification
+    if context.circuits is not None:  # counted (or the probe's verdict) before deciding
+        context.circuits.note_failure(snapshot, found, context.now)
     candidate = judged.candidate
     failure: dict[str, Any] = {
         "code": found.code,
@@ -150,17 +155,19 @@ def failure_transition(
 
     match judged.decision:
         case Retry(deadline=deadline, ordinal=ordinal, reason=reason):
-            return recorded(
-                state="retry_wait", deadline=deadline, pending_outcome="retry",
-                retry_ordinal=ordinal, retry_max=budget,
-                attempt_ordinal=snapshot.attempt_ordinal + 1, reason=clip(reason),
-            )  # fmt: skip
+            return recorded(**{
+                "state": "retry_wait", "deadline": deadline, "pending_outcome": "retry",
+                "retry_ordinal": ordinal, "retry_max": budget,
+                "attempt_ordinal": snapshot.attempt_ordinal + 1, "reason": clip(reason),
+                **parked_changes(snapshot, context, deadline),
+            })  # fmt: skip
         case WaitForReset(deadline=deadline, reason=reason):
-            return recorded(
-                state="waiting_for_reset", deadline=deadline,
-                pending_outcome="retry_after_reset", retry_ordinal=used, retry_max=budget,
-                attempt_ordinal=snapshot.attempt_ordinal + 1, reason=clip(reason),
-            )  # fmt: skip
+            return recorded(**{
+                "state": "waiting_for_reset", "deadline": deadline,
+                "pending_outcome": "retry_after_reset", "retry_ordinal": used,
+                "retry_max": budget, "attempt_ordinal": snapshot.attempt_ordinal + 1,
+                "reason": clip(reason), **parked_changes(snapshot, context, deadline),
+            })  # fmt: skip
         case Skip(reason=reason) if judged.profile is not None:
             return skip_step(
                 snapshot, context, profile=judged.profile, usage=judged.usage, reason=reason,

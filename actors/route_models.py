@@ -73,6 +73,7 @@ UtcDatetime = Annotated[AwareDatetime, AfterValidator(_to_utc)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 Token = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.]{0,63}$")]
+ResourceId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
 
 
 class RetryUsage(BaseModel):
@@ -133,7 +134,10 @@ class RouteFields(BaseModel):
     candidate policy the latest decision used. `provider_session_id`: the agent's own
     session id for the current candidate (from the latest start or report that named
     one), offered to the dispatcher for a provider-native resume; a switch to another
-    candidate or a fresh start forgets it.
+    candidate or a fresh start forgets it. `circuit`: the resource id of the circuit the
+    route is parked on (waiting, reason `circuit_open`) or probes (retrying with
+    `probe_token`, the owner token of the circuit's probe lease); every other step
+    forgets both (actors/route_circuits.py).
     """
 
     model_config = _FROZEN
@@ -154,6 +158,8 @@ class RouteFields(BaseModel):
     caller: CallerContext | None = None
     invocation_id: Label | None = None
     provider_session_id: Label | None = None
+    circuit: ResourceId | None = None
+    probe_token: Label | None = None
     policy_snapshot: JsonValue = None
     cycle: CycleRecord = CycleRecord()
     profile: JsonValue = None

@@ -12,6 +12,12 @@ state does not allow raises InvalidStateError (or StaleOrdinalError when another
 overtook the read), all with no effect; a Redis failure raises StoreUnavailableError and
 nothing else happens. `fire_due` never raises a rejection: a late, duplicate or early
 timer returns the route as it is.
+
+Circuits: with `circuits` (actors/route_circuit_effects.py) every call plans against the
+circuits of its route's candidate: a wait on an open circuit is parked, a due attempt
+into one is parked again unless it takes the probe lease, and a probe's report closes or
+reopens the circuit (a close releases the parked routes in waves). Without it, circuits
+are not consulted (as if all were closed).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Final
 from actors.clock import Clock
 from actors.errors import TransitionRejectedError
 from actors.route_batch import BatchRunner, Outcome, RouteLocks
+from actors.route_circuit_effects import CircuitEffects
 from actors.route_commands import (
     CancelWait,
     Close,
@@ -60,12 +67,14 @@ class RouteService:
         *,
         settings: RouteSettings | None = None,
         on_applied: Callable[[RouteSnapshot], None] | None = None,
+        circuits: CircuitEffects | None = None,
     ) -> None:
         self.store = store
         self.settings = settings or RouteSettings()
         self._clock = clock
         self.locks = RouteLocks()
-        self._runner = BatchRunner(store, self.locks, self._context, on_applied)
+        self.circuits = circuits
+        self._runner = BatchRunner(store, self.locks, self._context, on_applied, circuits)
 
     # Starting and reporting
 

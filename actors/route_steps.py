@@ -75,11 +75,13 @@ def clip(text: str) -> str:
 def updated(snapshot: RouteSnapshot, **changes: Any) -> RouteUpdate:
     """The route as `snapshot` has it, with `changes`. The schedule (deadline and pending
     outcome) is dropped unless `changes` sets it again: only a waiting route has one.
+    So are the circuit it is parked on or probes and the probe's token: only the steps
+    that park or probe (actors/route_circuits.py) set them.
 
     Every field is validated but the JSON documents (_DOCUMENTS), which are set as they
     are: they come from the snapshot (already validated) or from our own model dumps."""
     values = {name: getattr(snapshot, name) for name in _ROUTE_FIELDS}
-    values.update(deadline=None, pending_outcome=None)
+    values.update(deadline=None, pending_outcome=None, circuit=None, probe_token=None)
     values.update(changes)
     documents = {name: values.pop(name) for name in _DOCUMENTS}
     return _with_documents(RouteUpdate.model_validate(values), documents)

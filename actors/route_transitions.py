@@ -30,6 +30,7 @@ from actors.route_commands import (
     Close,
     CompleteSwitch,
     FireDue,
+    ReleaseParked,
     ReportFailure,
     ReportSuccess,
     Resume,
@@ -44,6 +45,7 @@ from actors.route_commands import (
 )
 from actors.route_decisions import failure_transition
 from actors.route_models import CycleRecord, RouteSnapshot, RouteUpdate, Transition
+from actors.route_parking import gated_step, release_transition
 from actors.route_profiles import first_eligible, profile_from_json, profile_json
 from actors.route_steps import (
     FAILURE_CLEARED,
@@ -70,6 +72,8 @@ def plan(  # noqa: PLR0911, PLR0912 - one case per command: this match is the di
             return success_transition(snapshot, command, context)
         case FireDue():
             return due_transition(snapshot, command, context)
+        case ReleaseParked():
+            return release_transition(snapshot, command, context)
         case RetryNow():
             return retry_now_transition(snapshot, command, context)
         case SkipNow():
@@ -117,6 +121,8 @@ def success_transition(
     clean = snapshot.state == "active" and snapshot.code is None and snapshot.cycle == CycleRecord()
     if clean:
         return None
+    if context.circuits is not None:
+        context.circuits.note_success(snapshot, context.now)
     route = updated(snapshot, **FAILURE_CLEARED, state="active", reason=None, cycle=CycleRecord())
     return step(snapshot, context, cause="report_success", route=route, decision="success")
 
@@ -126,7 +132,9 @@ def due_transition(
 ) -> Transition | None:
     """The pending attempt's deadline has come: retrying. Nothing happens unless the
     route still waits for exactly that attempt (generation and ordinal) and the deadline
-    is not in the future (an early timer re-arms)."""
+    is not in the future (an early timer re-arms). A circuit that is not closed parks
+    the attempt again instead, unless this attempt holds its probe lease
+    (actors/route_parking.py)."""
     if (
         snapshot.state not in WAITING
         or (snapshot.generation, snapshot.attempt_ordinal) != (command.generation, command.ordinal)
@@ -138,9 +146,8 @@ def due_transition(
         reason = "the trusted reset is reached: one attempt of the same candidate"
     else:
         reason = f"retry {snapshot.retry_ordinal} of {snapshot.retry_max} is due"
-    route = updated(snapshot, state="retrying", reason=reason)
-    return step(
-        snapshot, context, cause="deadline_reached", route=route, decision="deadline_reached"
+    return gated_step(
+        snapshot, context, cause="deadline_reached", decision="deadline_reached", reason=reason
     )
 
 
@@ -148,10 +155,13 @@ def retry_now_transition(
     snapshot: RouteSnapshot, command: RetryNow, context: RouteContext
 ) -> Transition:
     """The pending attempt starts now instead of at its deadline (its timers then find
-    nothing pending)."""
+    nothing pending). Not into a circuit that is not closed: there it is the probe if
+    the probe is due, else it stays parked (a new deadline, no budget)."""
     require(snapshot, command.expected_generation, WAITING)
-    route = updated(snapshot, state="retrying", reason="retried now by the user")
-    return step(snapshot, context, cause="retry_now", route=route, decision="retry_now")
+    return gated_step(
+        snapshot, context, cause="retry_now", decision="retry_now",
+        reason="retried now by the user",
+    )  # fmt: skip
 
 
 def skip_now_transition(
@@ -257,6 +267,7 @@ def profile_transition(
         raise InvalidStateError(snapshot.route_id, snapshot.state, LIVE, snapshot.generation)
     route = updated(
         snapshot, deadline=snapshot.deadline, pending_outcome=snapshot.pending_outcome,
+        circuit=snapshot.circuit, probe_token=snapshot.probe_token,
         profile=profile_json(command.profile),
     )  # fmt: skip
     return step(snapshot, context, cause="profile_update", route=route, decision=None)

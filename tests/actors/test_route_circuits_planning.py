@@ -1,0 +1,229 @@
+"""Route planning against circuits (actors/route_circuits.py, actors/route_parking.py):
+pure, no Redis. The circuits are a CircuitBoard of views, as a round reads them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from actors.circuit_models import CircuitView
+from actors.route_circuits import (
+    REASON_PARKED,
+    REASON_PROBE,
+    REASON_RELEASED,
+    CircuitBinding,
+    CircuitBoard,
+    candidate_key,
+    covering,
+)
+from actors.route_codec import applied_snapshot
+from actors.route_commands import (
+    FireDue,
+    ReleaseParked,
+    ReportFailure,
+    RetryNow,
+    RouteCommand,
+    RouteContext,
+    Start,
+)
+from actors.route_models import RouteSnapshot
+from actors.route_transitions import plan
+from circuits import CircuitState, ProbeGrant, ResourceKey, machine
+from tests.actors.route_builders import T0
+from tests.actors.route_scenarios import overloaded, safe_turn, seed_profile
+from tests.circuits.builders import failure
+
+BINDING = CircuitBinding(installation_key=b"planning-test-key")
+ROUTE = "route-1"
+
+
+def run(snapshot: RouteSnapshot, command: RouteCommand, context: RouteContext) -> RouteSnapshot:
+    transition = plan(snapshot, command, context)
+    assert transition is not None, "expected a transition"
+    return applied_snapshot(transition, context.now)
+
+
+def started(route_id: str = ROUTE) -> RouteSnapshot:
+    command = Start(seed_profile(), "kanban", f"inv-{route_id}")
+    return run(RouteSnapshot.absent(route_id), command, RouteContext(T0))
+
+
+def provider_key(snapshot: RouteSnapshot) -> ResourceKey:
+    key = candidate_key(snapshot, BINDING)
+    assert key is not None
+    return covering(key)[0][1]  # the provider-wide circuit, coarsest first
+
+
+def board(snapshot: RouteSnapshot, state: CircuitState, **kwargs: object) -> CircuitBoard:
+    """The board of one round: the provider circuit in `state`, the others closed."""
+    key = candidate_key(snapshot, BINDING)
+    assert key is not None
+    views = [CircuitView(resource=k) for _, k in covering(key)]
+    views[0] = CircuitView(resource=provider_key(snapshot), state=state, parked=0)
+    return CircuitBoard(BINDING, views, **kwargs)  # type: ignore[arg-type]
+
+
+def opened(at: datetime = T0, for_s: float = 60) -> CircuitState:
+    """Open from `at` for `for_s` seconds (a quota failure with that reset)."""
+    return machine.record_failure(
+        CircuitState(), failure("quota_limited", retry_after_s=for_s), "other", at,
+        BINDING.settings,
+    )  # fmt: skip
+
+
+def report(snapshot: RouteSnapshot, at: datetime, circuits: CircuitBoard | None) -> RouteSnapshot:
+    command = ReportFailure(
+        snapshot.generation, overloaded(), safe_turn(), "kanban", f"inv-{snapshot.route_id}"
+    )
+    return run(snapshot, command, RouteContext(at, circuits=circuits))
+
+
+def fire(snapshot: RouteSnapshot, at: datetime, circuits: CircuitBoard | None) -> RouteSnapshot:
+    command = FireDue(snapshot.generation, snapshot.attempt_ordinal)
+    return run(snapshot, command, RouteContext(at, circuits=circuits))
+
+
+def test_a_retry_on_an_open_circuit_parks_with_the_same_budget_as_on_a_closed_one() -> None:
+    route = started()
+    free = report(route, T0, board(route, CircuitState()))
+    parked = report(route, T0, board(route, opened(for_s=600)))
+
+    assert free.state == parked.state == "retry_wait"
+    assert (parked.retry_ordinal, parked.attempt_ordinal) == (free.retry_ordinal, 1)
+    assert free.reason != REASON_PARKED
+    assert free.circuit is None
+    assert parked.reason == REASON_PARKED
+    assert parked.circuit == provider_key(route).resource_id
+    assert free.deadline is not None
+    assert parked.deadline == T0 + timedelta(seconds=600) > free.deadline
+
+
+def test_an_open_circuit_never_lets_a_due_attempt_become_retrying() -> None:
+    route = report(started(), T0, board(started(), CircuitState()))
+    circuit = opened(for_s=600)
+    assert route.deadline is not None
+    moment = route.deadline
+    for _ in range(20):  # every due check while open re-parks, same attempt, no budget
+        after = fire(route, moment, board(route, circuit))
+        assert after.state == "retry_wait"
+        assert after.reason == REASON_PARKED
+        assert (after.attempt_ordinal, after.retry_ordinal) == (
+            route.attempt_ordinal, route.retry_ordinal,
+        )  # fmt: skip
+        assert after.deadline is not None
+        assert after.deadline > moment
+        route, moment = after, after.deadline
+    # past open-until without the probe lease (another host holds it): still parked
+    late = fire(route, moment + timedelta(seconds=700), board(route, circuit))
+    assert late.state == "retry_wait"
+
+
+def test_retry_now_into_an_open_circuit_stays_parked() -> None:
+    route = report(started(), T0, board(started(), opened(for_s=600)))
+    after = run(
+        route, RetryNow(route.generation), RouteContext(T0, circuits=board(route, opened()))
+    )
+    assert after.state == "retry_wait"
+    assert after.reason == REASON_PARKED
+
+
+def test_parking_consumes_no_retry_budget() -> None:
+    route = report(started(), T0, board(started(), CircuitState()))
+    assert route.retry_ordinal == 1
+    circuit = opened(for_s=600)
+    assert route.deadline is not None
+    at = route.deadline
+    for _ in range(5):
+        route = fire(route, at, board(route, circuit))
+        assert route.deadline is not None
+        at = route.deadline
+    dispatched = fire(route, at, board(route, CircuitState()))
+    assert dispatched.state == "retrying"
+    failed_again = report(dispatched, at, board(dispatched, CircuitState()))
+    assert (failed_again.retry_ordinal, failed_again.attempt_ordinal) == (2, 2)
+
+
+def test_the_attempt_holding_the_probe_lease_dispatches_as_the_probe() -> None:
+    route = report(started(), T0, board(started(), opened(for_s=60)))
+    assert route.deadline is not None
+    due = route.deadline
+    state, grant = machine.acquire_probe(
+        opened(for_s=60), "holder-1", due, timedelta(seconds=BINDING.probe_ttl_s)
+    )
+    assert isinstance(grant, ProbeGrant)
+    circuits = board(route, state, grants={ROUTE: (provider_key(route).resource_id, grant)})
+    probe = fire(route, due, circuits)
+    assert probe.state == "retrying"
+    assert probe.probe_token == grant.owner_token
+    assert probe.circuit == provider_key(route).resource_id
+    assert probe.reason is not None
+    assert probe.reason.startswith(REASON_PROBE)
+    other = report(started("route-2"), due, None)
+    assert fire(other, due + timedelta(seconds=10), circuits).state == "retry_wait"
+
+
+def test_failures_of_one_round_open_the_circuit_for_the_routes_planned_after_them() -> None:
+    routes = [started(f"route-{n}") for n in range(4)]
+    circuits = board(routes[0], CircuitState())
+    decided = [report(route, T0, circuits) for route in routes]
+    # three transient failures from two routes open it (DESIGN.md §3): the third on
+    assert [d.reason == REASON_PARKED for d in decided] == [False, False, True, True]
+    assert len(circuits.failures[provider_key(routes[0]).resource_id]) == 4
+
+
+@pytest.mark.parametrize("code", ["context_length_exceeded", "content_policy"])
+def test_request_scope_failures_never_touch_circuits(code: str) -> None:
+    route = started()
+    circuits = board(route, CircuitState())
+    command = ReportFailure(route.generation, failure(code), safe_turn(), "kanban", "inv-x")
+    run(route, command, RouteContext(T0, circuits=circuits))
+    assert circuits.failures == {}
+    assert all(state == CircuitState() for state in circuits.states.values())
+
+
+def test_a_failed_probe_reopens_the_circuit_and_its_route_parks() -> None:
+    route = report(started(), T0, board(started(), opened(for_s=60)))
+    assert route.deadline is not None
+    due = route.deadline
+    state, grant = machine.acquire_probe(opened(for_s=60), "h", due, timedelta(seconds=300))
+    assert isinstance(grant, ProbeGrant)
+    rid = provider_key(route).resource_id
+    probe = fire(route, due, board(route, state, grants={ROUTE: (rid, grant)}))
+    circuits = board(probe, state)
+    failed = report(probe, due + timedelta(seconds=1), circuits)
+    assert circuits.verdicts[ROUTE][0] is False
+    assert failed.reason == REASON_PARKED
+    assert failed.probe_token is None
+    assert failed.deadline is not None
+    # the next backoff: 2 min from the failed probe
+    assert failed.deadline >= due + timedelta(seconds=121)
+
+
+def test_a_route_never_released_after_a_close_takes_a_hashed_wave_slot() -> None:
+    route = report(started(), T0, board(started(), opened(for_s=60)))
+    assert route.deadline is not None
+    closed = board(route, CircuitState())
+    rid = provider_key(route).resource_id
+    closed.read[rid] = closed.read[rid].model_copy(update={"parked": 1000})
+    slotted = fire(route, route.deadline, closed)
+    assert slotted.state == "retry_wait"
+    assert slotted.reason == REASON_RELEASED
+    assert slotted.deadline is not None
+    assert route.deadline < slotted.deadline <= route.deadline + timedelta(seconds=5)
+    assert fire(slotted, slotted.deadline, closed).state == "retrying"
+
+
+def test_a_release_moves_only_a_route_parked_on_that_circuit() -> None:
+    route = report(started(), T0, board(started(), opened(for_s=600)))
+    assert route.circuit is not None
+    at = T0 + timedelta(seconds=3)
+    command = ReleaseParked(route.generation, route.attempt_ordinal, route.circuit, at)
+    transition = plan(route, command, RouteContext(T0))
+    assert transition is not None
+    assert transition.host_id is None
+    assert transition.route.deadline == at
+    assert transition.route.reason == REASON_RELEASED
+    assert transition.attempt is None
+    other = ReleaseParked(route.generation, route.attempt_ordinal, "0" * 32, at)
+    assert plan(route, other, RouteContext(T0)) is None
