@@ -185,7 +185,7 @@ def test_a_scan_budget_smaller_than_the_fleet_gives_a_sample_not_totals(
     asyncio.run(start_fleet())
 
     sampled = frame_json(real_backend, capsys, "--scan-keys", "1000")["routes"]
-    full = frame_json(real_backend, capsys)["routes"]
+    full = frame_json(real_backend, capsys, "--scan-keys", "1000000")["routes"]
 
     assert sampled["exact"] is False
     assert 0 < sampled["seen"] < fleet
