@@ -10,6 +10,7 @@ from actors import (
     cli_acp,
     cli_catalogue,
     cli_circuits,
+    cli_demo,
     cli_policy,
     cli_reconcile,
     cli_routes,
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_reconcile.register(commands)
     cli_acp.register(commands)
     cli_up.register(commands)
+    cli_demo.register(commands)
     cli_top.register(commands)
     return parser
 

@@ -1,4 +1,4 @@
-"""`recovery classify`, `recovery explain` and `recovery demo` (the catalogue's commands)."""
+"""`recovery classify`, `recovery explain` and `recovery corpus` (the catalogue's commands)."""
 
 from __future__ import annotations
 
@@ -58,11 +58,11 @@ def register(commands: Any) -> None:
     )
     explain_cmd.set_defaults(run=run_explain)
 
-    demo_cmd = commands.add_parser(
-        "demo", help="run the classifier over the development corpus and print a summary"
+    corpus_cmd = commands.add_parser(
+        "corpus", help="run the classifier over the development corpus and print a summary"
     )
-    demo_cmd.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    demo_cmd.set_defaults(run=run_demo)
+    corpus_cmd.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    corpus_cmd.set_defaults(run=run_corpus)
 
 
 def _aware_datetime(text: str) -> datetime:
@@ -177,13 +177,13 @@ def _explanation_lines(result: Any) -> Iterator[str]:
     yield f"excerpt:    {out.safe_excerpt}"
 
 
-# -- demo ---------------------------------------------------------------------------------
+# -- corpus -------------------------------------------------------------------------------
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def run_corpus(args: argparse.Namespace) -> int:
     path: Path = args.corpus
     if not path.exists():
-        print(f"recovery demo: corpus not found: {path}", file=sys.stderr)
+        print(f"recovery corpus: corpus not found: {path}", file=sys.stderr)
         return 2
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     catalogue = default_catalogue()

@@ -1,4 +1,4 @@
-"""`recovery classify` / `explain` / `demo` keep the CONTRACTS.md JSON contract."""
+"""`recovery classify` / `explain` / `corpus` keep the CONTRACTS.md JSON contract."""
 
 from __future__ import annotations
 
@@ -84,9 +84,9 @@ def test_explain_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert payload["why"]
 
 
-def test_demo_prints_the_corpus_summary(capsys: pytest.CaptureFixture[str]) -> None:
+def test_corpus_prints_the_corpus_summary(capsys: pytest.CaptureFixture[str]) -> None:
     corpus = Path(__file__).parents[2] / "bench" / "data" / "real_errors.dev.jsonl"
-    assert main(["demo", "--corpus", str(corpus)]) == 0
+    assert main(["corpus", "--corpus", str(corpus)]) == 0
     out = capsys.readouterr().out
     assert "accuracy:" in out
     assert "false auto-recoveries: 0" in out
