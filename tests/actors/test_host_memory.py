@@ -1,0 +1,48 @@
+"""A route host reports its memory for bench/timers.py: tracemalloc's count while tracing
+(None otherwise) and the resident set. The host runs in this process (no Ray) on the
+session's real Redis, so an allocation the test keeps alive shows in the host's report."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from actors.keys import KeySpace
+from actors.route_host import RouteHost
+from tests.actors.conftest import _delete_prefix, unique_keys
+
+pytestmark = pytest.mark.integration
+
+KEPT_BYTES = 1 << 20
+
+
+@pytest.fixture
+def keys(redis_url: str) -> Iterator[KeySpace]:
+    chosen = unique_keys()
+    yield chosen
+    _delete_prefix(redis_url, chosen)
+
+
+def test_a_traced_host_counts_what_stays_allocated_and_stops_counting_when_told(
+    redis_url: str, keys: KeySpace
+) -> None:
+    async def scenario() -> None:
+        host = RouteHost("host-0", redis_url, keys.prefix)
+        try:
+            await host.ready()
+            assert (await host.memory_report()).traced_bytes is None
+            before = await host.start_tracing()
+            kept = bytearray(KEPT_BYTES)
+            during = await host.memory_report(stop_tracing=True)
+            after = await host.memory_report()
+        finally:
+            await host.aclose()
+        assert before.traced_bytes is not None
+        assert during.traced_bytes is not None
+        assert during.traced_bytes - before.traced_bytes >= len(kept)
+        assert during.rss_bytes > 0
+        assert after.traced_bytes is None
+
+    asyncio.run(scenario())
