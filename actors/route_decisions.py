@@ -93,6 +93,13 @@ def is_stale(snapshot: RouteSnapshot, report: ReportFailure) -> bool:
     return snapshot.caller == "utility" and snapshot.invocation_id != report.invocation_id
 
 
+def session_id_of(report: ReportFailure) -> str | None:
+    """The agent's own session id the report names: its own, else its turn's."""
+    if report.provider_session_id is not None:
+        return report.provider_session_id
+    return report.turn.provider_session_id if report.turn is not None else None
+
+
 def judge_failure(
     snapshot: RouteSnapshot, report: ReportFailure, context: RouteContext
 ) -> Judgement:
@@ -138,7 +145,7 @@ def failure_transition(
         "policy_snapshot": candidate.policy_snapshot() if candidate else None,
         "caller": report.caller,
         "invocation_id": report.invocation_id,
-        "provider_session_id": report.provider_session_id or snapshot.provider_session_id,
+        "provider_session_id": session_id_of(report) or snapshot.provider_session_id,
         "cycle": CycleRecord.from_usage(judged.usage),
     }
     used = judged.usage.retries_used(candidate.id, found.error_class) if candidate else 0

@@ -167,3 +167,16 @@ def test_a_round_classifies_each_distinct_evidence_once() -> None:
     other = classifier(with_header, now)
     assert other is not first
     assert other.retry_after_s == 30, "a header makes it another evidence"
+
+
+def test_a_turns_provider_session_id_is_recorded_when_the_report_names_none(
+    backend: Backend,
+) -> None:
+    async def scenario(service: RouteService) -> None:
+        await service.run_many([start("a", session="native-1")])
+        turn = safe_turn().model_copy(update={"provider_session_id": "native-2"})
+        report = ReportFailure(1, overloaded(), turn, "kanban", "inv-a")
+        [waiting] = await service.run_many([("a", report)])
+        assert snapshot_of(waiting).provider_session_id == "native-2"
+
+    run_service(backend, scenario)
