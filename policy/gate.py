@@ -47,6 +47,19 @@ class TurnEvidence(BaseModel):
     matched_acp_diagnostic: bool = False
     resumable_retry: ResumableRetry | None = None
 
+    @classmethod
+    def before_any_output(
+        cls, *, execution_id: str, prompt_generation: int, provider_session_id: str | None = None
+    ) -> Self:
+        """A known, current turn that failed before anything was observed: no output, no
+        thoughts, no tool call, no partial result, delivery not in doubt."""
+        return cls(
+            execution_id=execution_id, prompt_generation=prompt_generation,
+            provider_session_id=provider_session_id, output_observed=False,
+            thoughts_observed=False, tool_call_started=False, tool_call_completed=False,
+            partial_utility_result=False, ambiguous_delivery=False,
+        )  # fmt: skip
+
 
 class EffectSafety(BaseModel):
     """The gate's verdict. `same_candidate`: the turn may be repeated on the candidate that

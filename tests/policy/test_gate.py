@@ -40,6 +40,15 @@ def test_a_known_current_turn_without_output_or_tools_is_safe() -> None:
     assert assess() == EffectSafety.safe()
 
 
+def test_a_turn_that_failed_before_any_output_is_the_clean_turn() -> None:
+    turn = TurnEvidence.before_any_output(
+        execution_id=EXECUTION, prompt_generation=GENERATION, provider_session_id="sess-9"
+    )
+    assert turn == TurnEvidence.model_validate(CLEAN)
+    verdict = assess_turn(turn, execution_id=EXECUTION, prompt_generation=GENERATION)
+    assert verdict == EffectSafety.safe()
+
+
 def test_missing_evidence_is_unsafe() -> None:
     verdict = assess_turn(None, execution_id=EXECUTION, prompt_generation=GENERATION)
     assert verdict == EffectSafety.unsafe("not effect-safe: no turn evidence was recorded")
