@@ -39,12 +39,12 @@ def register(commands: Any) -> None:
     demo.add_argument("--sessions", type=_positive_int, default=200, help="fleet size (200)")
     demo.add_argument("--seed", type=int, default=7, help="seed of the sessions' draws (7)")
     demo.add_argument(
-        "--duration", type=_positive_float, default=60.0, metavar="S",
-        help="seconds during which sessions start turns; then the fleet drains (60)",
+        "--duration", type=_positive_float, default=40.0, metavar="S",
+        help="seconds during which sessions start turns; then the fleet drains (40)",
     )  # fmt: skip
     demo.add_argument(
-        "--drain-timeout", type=_positive_float, default=45.0, metavar="S",
-        help="longest wait for the fleet to drain after the duration (45)",
+        "--drain-timeout", type=_positive_float, default=80.0, metavar="S",
+        help="longest wait for the fleet to drain after the duration (80)",
     )  # fmt: skip
     demo.add_argument("--workers", type=_positive_int, default=2, help="rq workers (2)")
     demo.add_argument("--corpus", type=Path, help="labelled corpus (bench/data/real_errors.dev)")

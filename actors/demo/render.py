@@ -43,7 +43,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         f"dispatch latency after the deadline transition: {_spread(dispatch['latency_ms'])}",
         f"timer lateness: {_spread(report['timer_lateness_ms'])}",
         f"schedules: {schedules['written']} written: {schedules['fired']} fired, "
-        f"{schedules['cancelled']} cancelled, {schedules['pending']} pending",
+        f"{schedules['rescheduled']} rescheduled, {schedules['cancelled']} cancelled, "
+        f"{schedules['pending']} pending",
         f"left: {schedules['pending']} schedules pending, {run['sessions_unfinished']} "
         f"sessions unfinished, {run['session_errors']} session errors",
         "",

@@ -13,9 +13,11 @@ Invariants (the run fails if one is violated):
 - schedules lost. A schedule is written by every event that leaves its route in
   `retry_wait` or `waiting_for_reset` with a deadline; it is named by (route, generation,
   attempt ordinal). Its fate is decided by the route's next event in the stream: `fired`
-  when that event is `deadline_reached` at the same generation and ordinal; `cancelled`
-  when it is any other transition (a manual retry now, skip, cancel, stop or close; an
-  event that writes the same schedule again is followed instead). With no next event the
+  when that event is `deadline_reached` at the same generation and ordinal;
+  `rescheduled` when that event writes a schedule for the same attempt again (a wait
+  parked on an open circuit, a profile edit), whose own fate is then followed;
+  `cancelled` when it is any other transition (a manual retry now, skip, cancel, stop or
+  close, or a circuit's probe or release taking the attempt). With no next event the
   schedule must still be `pending`: Redis holds it (the schedule hash names the same
   generation and ordinal and the sorted set has the route) and its deadline is less than
   `PENDING_GRACE_S` behind Redis's clock when the facts were read (a timer due that
@@ -28,6 +30,7 @@ Invariants (the run fails if one is violated):
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +49,7 @@ Attempt = tuple[str, int, int]  # route, generation, attempt ordinal
 @dataclass
 class ScheduleFates:
     fired: int = 0
+    rescheduled: int = 0
     cancelled: int = 0
     pending: int = 0
     lost: list[str] = field(default_factory=list)
@@ -58,7 +62,7 @@ def percentile(values: Sequence[float], share: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(share * len(ordered) + 0.5)))
+    rank = max(1, min(len(ordered), math.ceil(share * len(ordered))))
     return ordered[rank - 1]
 
 
@@ -99,9 +103,10 @@ def schedule_fates(facts: RedisFacts) -> ScheduleFates:
             following = items[position + 1] if position + 1 < len(items) else None
             if following is not None:
                 _settle(fates, item, following)
-            elif _held(facts, item):
+                continue
+            explained.add(route_id)  # Redis should hold this one: the route's last event
+            if _held(facts, item):
                 fates.pending += 1
-                explained.add(route_id)
             else:
                 fates.lost.append(_name(item))
     orphans = _orphans(facts, explained)
@@ -117,8 +122,8 @@ def _settle(fates: ScheduleFates, item: StreamEvent, following: StreamEvent) -> 
         fates.fired += 1
         assert written.deadline is not None  # a schedule-writing event has one
         fates.lateness_s.append(following.written_at - written.deadline.timestamp())
-    elif _writes_schedule(following) and same and after.deadline == written.deadline:
-        return  # the same schedule written again: its fate is the rewrite's
+    elif _writes_schedule(following) and same:
+        fates.rescheduled += 1  # the same attempt's schedule written again (e.g. parked)
     else:
         fates.cancelled += 1
 
@@ -209,8 +214,10 @@ def build_report(facts: RedisFacts, run: dict[str, Any]) -> dict[str, Any]:
         "action_required": into_action,
         "circuits": circuit_figures(facts),
         "dispatch": dispatch,
-        "schedules": {"written": fates.fired + fates.cancelled + fates.pending + len(fates.lost),
-                      "fired": fates.fired, "cancelled": fates.cancelled,
+        "schedules": {"written": fates.fired + fates.rescheduled + fates.cancelled
+                      + fates.pending + len(fates.lost),
+                      "fired": fates.fired, "rescheduled": fates.rescheduled,
+                      "cancelled": fates.cancelled,
                       "pending": fates.pending, "lost": fates.lost[:20]},
         "timer_lateness_ms": spread_ms(fates.lateness_s),
         "events": facts.events_len,

@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any, Final
 
 import ray
@@ -56,6 +59,7 @@ def run_demo(options: DemoOptions, console: Console | None) -> dict[str, Any]:
     pool = CorpusPool.load(options.corpus, datetime.now(UTC))
     data_dir = Path(tempfile.mkdtemp(prefix="recovery-demo-"))
     started_ray = _start_ray()
+    _stop_on_sigterm()
     runtime = RecoveryRuntime(
         data_dir=data_dir, host_count=options.hosts, key_prefix=f"demo-{uuid.uuid4().hex[:8]}",
         dispatcher=DISPATCHER_PATH, worker_count=options.workers,
@@ -63,7 +67,7 @@ def run_demo(options: DemoOptions, console: Console | None) -> dict[str, Any]:
     try:
         runtime.start()
         startup_s = time.monotonic() - began
-        report = asyncio.run(_drive(runtime, pool, options, console))
+        report = asyncio.run(run_fleet(runtime, pool, options, console))
     finally:
         runtime.shutdown()
         if started_ray:
@@ -72,6 +76,17 @@ def run_demo(options: DemoOptions, console: Console | None) -> dict[str, Any]:
     run = report["run"]
     run.update(startup_s=round(startup_s, 1), wall_s=round(time.monotonic() - began, 1))
     return report
+
+
+def _raise_interrupt(number: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(number).name)
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends the demo as Ctrl-C does, through the cleanup (Ray installs its own
+    handler in ray.init: ours goes back on top). Only the main thread can install one."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
 def _start_ray() -> bool:
@@ -100,9 +115,11 @@ class _Fleet:
     control: FleetControl
 
 
-async def _drive(
+async def run_fleet(
     runtime: RecoveryRuntime, pool: CorpusPool, options: DemoOptions, console: Console | None
 ) -> dict[str, Any]:
+    """Drive the fleet on a started runtime whose dispatcher is the demo's, drain, and
+    read the report from its Redis (left as it is, for whoever wants to look further)."""
     client, inbox_client = Redis.from_url(runtime.url), Redis.from_url(runtime.url)
     control = FleetControl(options.duration_s)
     inbox = DispatchInbox(inbox_client, DemoKeys(runtime.key_prefix), control)
@@ -119,7 +136,7 @@ async def _drive(
     try:
         with ProgressDisplay(console) as display:
             driving_s, drain_s = await _watch(fleet, options, display)
-        unfinished = sum(1 for task in tasks if not task.done())
+        unfinished = [s.route_id for s, t in zip(sessions, tasks, strict=True) if not t.done()]
     finally:
         for task in [*tasks, listening]:
             task.cancel()
@@ -160,7 +177,7 @@ async def _watch(
 
 def _run_figures(
     options: DemoOptions, control: FleetControl, tasks: list[asyncio.Task[None]],
-    timing: tuple[float, float, int],
+    timing: tuple[float, float, list[str]],
 ) -> dict[str, Any]:  # fmt: skip
     driving_s, drain_s, unfinished = timing
     failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
@@ -168,7 +185,7 @@ def _run_figures(
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()}
     return {
         **settings, "driving_s": round(driving_s, 1), "drain_s": round(drain_s, 1),
-        "sessions_unfinished": unfinished,
+        "sessions_unfinished": len(unfinished), "unfinished_routes": unfinished[:20],
         "session_errors": len(failed), "errors": errors[:5],
         "orchestrator": dict(sorted(control.counters.items())), "notes": list(NOTES),
     }  # fmt: skip
