@@ -47,10 +47,12 @@ from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.exceptions import DuplicateJobError
 
+from actors.circuit_store import CircuitStore
 from actors.clock import Clock, SystemClock
 from actors.dispatch import dispatch_queue, enqueue_dispatch
 from actors.errors import InvalidRouteIdError, RecoveryError
 from actors.keys import KeySpace, valid_host_id
+from actors.route_circuit_effects import CircuitEffects, circuit_binding
 from actors.route_codec import decode_schedule
 from actors.route_commands import RouteSettings
 from actors.route_models import WAITING_STATES, RouteSnapshot, ScheduleEntry
@@ -310,8 +312,11 @@ async def _fire_due(
     if not due:
         return fired, failed
     store = RouteStore.connect(url, clock=clock, keys=keys, max_connections=JOB_STORE_CONNECTIONS)
-    async with store:
-        service = RouteService(store, clock, settings=RouteSettings(host_id=host_id))
+    circuits = CircuitStore.connect(url, keys=keys, max_connections=JOB_STORE_CONNECTIONS)
+    async with store, circuits:  # a due attempt meets its circuits here as on its host
+        effects = CircuitEffects(circuits, store, circuit_binding())
+        settings = RouteSettings(host_id=host_id)
+        service = RouteService(store, clock, settings=settings, circuits=effects)
         for entry in due:
             try:
                 snapshot = await service.fire_due(entry.route_id, entry.generation, entry.ordinal)

@@ -10,6 +10,11 @@ so importing this module costs nothing and a process outside Ray records into no
     recovery_route_pending_timers{host}                       armed in-process timers
     recovery_timer_lateness_seconds                           fire time - deadline
     recovery_dispatch_enqueued_total                          dispatch jobs handed to rq
+    recovery_circuit_state_changes_total{state}               circuit changes, by new state
+    recovery_circuit_probes_total{outcome}                    granted, denied, succeeded,
+                                                              failed, abandoned
+    recovery_circuit_parked{circuit}                          routes parked on a circuit
+    recovery_circuit_released_total                           parked routes given a wave slot
 """
 
 from __future__ import annotations
@@ -109,5 +114,53 @@ def route_metrics() -> RouteMetrics:
         dispatches=Counter(
             "recovery_dispatch_enqueued_total",
             description="Dispatch jobs handed to rq for routes that became retrying.",
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitMetrics:
+    """What a route host's circuit side effects record (actors/route_circuit_effects.py)."""
+
+    changes: Counter
+    probes: Counter
+    parked_routes: Gauge
+    released_routes: Counter
+
+    def probe(self, outcome: str) -> None:
+        self.probes.inc(1, tags={"outcome": outcome})
+
+    def state_change(self, status: str) -> None:
+        self.changes.inc(1, tags={"state": status})
+
+    def parked(self, label: str, count: int) -> None:
+        self.parked_routes.set(count, tags={"circuit": label})
+
+    def released(self, count: int) -> None:
+        if count:
+            self.released_routes.inc(count)
+
+
+@cache
+def circuit_metrics() -> CircuitMetrics:
+    return CircuitMetrics(
+        changes=Counter(
+            "recovery_circuit_state_changes_total",
+            description="Circuit changes written by route hosts, by the state they left.",
+            tag_keys=("state",),
+        ),
+        probes=Counter(
+            "recovery_circuit_probes_total",
+            description="Probe leases granted or denied, and how the probes ended.",
+            tag_keys=("outcome",),
+        ),
+        parked_routes=Gauge(
+            "recovery_circuit_parked",
+            description="Routes parked on a circuit, as of the last park on it.",
+            tag_keys=("circuit",),
+        ),
+        released_routes=Counter(
+            "recovery_circuit_released_total",
+            description="Parked routes given a release wave slot after a circuit closed.",
         ),
     )

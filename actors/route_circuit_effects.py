@@ -39,13 +39,20 @@ item's error: the route transitions it follows are already durable.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Final, Protocol
 
 from actors.circuit_store import CircuitStore
 from actors.errors import RecoveryError
-from actors.route_circuits import CircuitBinding, CircuitBoard, candidate_key, covering
+from actors.route_circuits import (
+    DEFAULT_INSTALLATION_KEY,
+    CircuitBinding,
+    CircuitBoard,
+    candidate_key,
+    covering,
+)
 from actors.route_commands import (
     FireDue,
     ReleaseParked,
@@ -70,11 +77,20 @@ from circuits import (
 )
 
 RELEASE_BATCH: Final = 500
+INSTALLATION_KEY_ENV: Final = "RECOVERY_INSTALLATION_KEY"
 
 log = logging.getLogger(__name__)
 
 Outcome = RouteSnapshot | Exception
 Items = Sequence[tuple[str, RouteCommand]]
+
+
+def circuit_binding(installation_key: str | None = None) -> CircuitBinding:
+    """The binding of this installation: the HMAC key of credential fingerprints is
+    `installation_key`, else $RECOVERY_INSTALLATION_KEY, else a fixed default (every
+    process of one installation must use the same key, or they see different circuits)."""
+    key = installation_key or os.environ.get(INSTALLATION_KEY_ENV)
+    return CircuitBinding(installation_key=key.encode() if key else DEFAULT_INSTALLATION_KEY)
 
 
 class CircuitObserver(Protocol):

@@ -44,6 +44,7 @@ import asyncio
 import gc
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any, Final, cast
 
 import redis
@@ -52,6 +53,7 @@ from redis.exceptions import RedisError
 
 from actors import host_memory
 from actors.backstop import BackstopArmer, HostBackstops
+from actors.circuit_store import CircuitStore
 from actors.clock import Clock, SystemClock
 from actors.dispatch import DEFAULT_QUEUE, ReconcileReport, dispatch_queue, enqueue_dispatch
 from actors.dispatch import reconcile as reconcile_dispatches
@@ -59,7 +61,8 @@ from actors.errors import RecoveryError, TransitionRejectedError
 from actors.host_batch import BatchItem, HostRequest, ReadHistory, ReadSnapshot
 from actors.host_memory import HostMemory
 from actors.keys import KeySpace, valid_host_id
-from actors.metrics import route_metrics
+from actors.metrics import circuit_metrics, route_metrics
+from actors.route_circuit_effects import CircuitEffects, circuit_binding
 from actors.route_commands import FireDue as FireDueCommand
 from actors.route_commands import ReportFailure, RetryNow, RouteCommand, RouteSettings
 from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot, ScheduleEntry
@@ -96,6 +99,7 @@ class RouteHost:
         events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
         closed_ttl_s: int = _SETTINGS_DEFAULTS.closed_ttl_s,
         utility_ttl_s: int = _SETTINGS_DEFAULTS.utility_ttl_s,
+        installation_key: str | None = None,
     ) -> None:
         self.host_id = valid_host_id(host_id)
         self._dispatcher = dispatcher
@@ -112,9 +116,18 @@ class RouteHost:
             host_id=self.host_id, closed_ttl_s=closed_ttl_s, utility_ttl_s=utility_ttl_s
         )
         self._metrics = route_metrics()
-        self._service = RouteService(
-            self._store, self._clock, settings=settings, on_applied=self._metrics.transition
+        # Circuits: its own bounded pool; releases this host plans arm timers here too.
+        self._circuits = CircuitStore.connect(
+            redis_url, keys=self._keys, max_connections=max_connections
         )
+        effects = CircuitEffects(
+            self._circuits, self._store, circuit_binding(installation_key),
+            observer=circuit_metrics(), on_released=self._released,
+        )  # fmt: skip
+        self._service = RouteService(
+            self._store, self._clock, settings=settings, on_applied=self._metrics.transition,
+            circuits=effects,
+        )  # fmt: skip
         self._timers = RouteTimers(
             self._timer_fired, self._clock, on_fired=self._metrics.timer_lateness.observe
         )
@@ -168,6 +181,7 @@ class RouteHost:
         if self._backstops is not None:
             await self._backstops.aclose()
         await self._store.aclose()
+        await self._circuits.aclose()
         if self._sync is not None:
             self._sync.close()
 
@@ -320,6 +334,12 @@ class RouteHost:
         if isinstance(request, ReadHistory):
             return await self._service.history(route_id)
         return await self._service.snapshot(route_id)
+
+    def _released(self, snapshots: Sequence[RouteSnapshot]) -> None:
+        """Parked routes (of any host) this host gave a wave slot after a circuit closed:
+        armed here, so they fire at their slot (the owner's timer is later; fenced)."""
+        for snapshot in snapshots:
+            self._tracked(snapshot)
 
     def _tracked(self, snapshot: RouteSnapshot) -> RouteSnapshot:
         self._timers.track(snapshot)

@@ -132,6 +132,9 @@ class RouteTimers:
         if snapshot.state in WAITING_STATES and (
             snapshot.generation, snapshot.attempt_ordinal
         ) == timer.attempt:  # fmt: skip
+            if snapshot.deadline is not None and snapshot.deadline != timer.deadline:
+                self.track(snapshot)  # parked again on a circuit: the new deadline
+                return
             # Not fired (the store's clock says not yet): try again, never in a hot loop.
             self._rearm(route_id, timer, min_delay_s=MIN_REFIRE_S)
             return

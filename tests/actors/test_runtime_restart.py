@@ -40,7 +40,10 @@ ROUTES_PER_GROUP: Final = 8
 
 
 def waiting_profile(interval_s: int) -> DynamicProfile:
-    return profile(candidate("claude", transient=retries(3, interval_s, Outcome.STOP)))
+    # No provider binding, so no shared circuit: sixteen overload reports would open the
+    # provider's circuit (issue 5) and park every route; circuits are tested elsewhere.
+    claude = candidate("claude", transient=retries(3, interval_s, Outcome.STOP))
+    return profile(claude.model_copy(update={"provider": None}))
 
 
 def new_runtime(redis_url: str, prefix: str) -> RecoveryRuntime:
