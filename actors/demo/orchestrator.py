@@ -136,16 +136,18 @@ class Session:
             candidate = candidate_of(self.profile, snap.candidate_id)
             failure = self.script.attempt(candidate, _now(), first=first)
             first = False
-            if failure is None:
-                return await self.route.report_success(snap.generation)
-            self.control.counters[f"reported:{failure.kind}"] += 1
             try:
+                if failure is None:
+                    return await self.route.report_success(snap.generation)
+                self.control.counters[f"reported:{failure.kind}"] += 1
                 snap = await self.route.report_failure(
                     snap.generation, failure.evidence, failure.turn, caller="kanban",
                     invocation_id=self.invocation_id,
                     provider_session_id=failure.provider_session_id,
                 )  # fmt: skip
             except TransitionRejectedError:
+                # The route moved on without us (e.g. a dispatch the runtime found
+                # ambiguous): follow what it is now.
                 self.control.counters["rejected_reports"] += 1
                 snap = await self.route.snapshot()
             next_snap = await self._follow(snap)
