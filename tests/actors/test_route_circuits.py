@@ -144,7 +144,9 @@ async def test_a_thousand_parked_routes_get_one_probe_then_waves_within_the_budg
     async with rig(real_backend) as one:
         fleet = await park_fleet(one)
         resource = circuit_of(fleet[0])
-        assert (await one.circuits.view(resource)).parked == FLEET
+        parked_view = await one.circuits.view(resource)
+        assert parked_view.parked == FLEET
+        assert parked_view.version == 1, "a round's thousand failures are one circuit write"
         probe = await probe_at_reset(one)
         closed_at = one.clock.advance(timedelta(seconds=2))
         await one.service.report_success(probe.route_id, probe.generation)
