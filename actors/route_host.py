@@ -68,7 +68,7 @@ from actors.route_commands import ReportFailure, RetryNow, RouteCommand, RouteSe
 from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot, ScheduleEntry
 from actors.route_profiles import RouteProfile
 from actors.route_service import RouteService
-from actors.route_timers import RouteTimers
+from actors.route_timers import Due, RouteTimers
 from actors.routes_store import DEFAULT_EVENTS_MAXLEN, DEFAULT_MAX_CONNECTIONS, RouteStore
 from catalogue import Classification, Evidence
 from policy import TurnEvidence
@@ -129,8 +129,9 @@ class RouteHost:
             circuits=effects,
         )  # fmt: skip
         self._timers = RouteTimers(
-            self._timer_fired, self._clock, on_fired=self._metrics.timer_lateness.observe
-        )
+            self._timers_fired, self._clock, on_fired=self._metrics.timer_lateness.observe,
+            batched=True,
+        )  # fmt: skip
         self._backstops: HostBackstops | None = None
         if dispatcher is not None:  # the workers that run dispatches run backstops too
             armer = BackstopArmer(
@@ -349,9 +350,17 @@ class RouteHost:
 
     # Dispatch
 
-    async def _timer_fired(self, route_id: str, generation: int, ordinal: int) -> RouteSnapshot:
-        """What a timer performs (RouteTimers tracks the answer itself)."""
-        return await self._dispatched(await self._service.fire_due(route_id, generation, ordinal))
+    async def _timers_fired(self, due: Sequence[Due]) -> list[RouteSnapshot | Exception]:
+        """What timers due together perform, as one batch (RouteTimers tracks the answers
+        itself): the fenced fires, then the dispatch of the routes they left retrying."""
+        outcomes = await self._service.run_many(
+            [
+                (route_id, FireDueCommand(generation, ordinal))
+                for route_id, generation, ordinal in due
+            ]
+        )
+        await self._dispatched_all([o for o in outcomes if isinstance(o, RouteSnapshot)])
+        return outcomes
 
     async def _dispatched_all(self, snapshots: list[RouteSnapshot]) -> None:
         """Enqueue the dispatch of every route Redis says is `retrying`, off the loop."""

@@ -6,6 +6,10 @@ schedule read back at rehydration), so nothing is armed that is not durable. It 
 clock (uvloop may fire early) and an early timer is simply armed again. Firing itself is
 the caller's fenced `fire_due`, so a stale or duplicate timer is a no-op there.
 
+Timers that come due in the same turn of the event loop fire together: one call of
+`fire_many` (the host runs them as one pipelined batch), so a loop that fell behind under
+load catches up in one round trip instead of one per timer.
+
 Snapshots can reach `track` out of order (two calls on one route finishing in either
 order); a snapshot older than the armed timer's attempt — a lower (generation, attempt
 ordinal) — never replaces or cancels it.
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -32,6 +36,10 @@ log = logging.getLogger(__name__)
 FireDue = Callable[[str, int, int], Awaitable[RouteSnapshot]]
 """`fire_due(route_id, generation, ordinal)`: the fenced transition a timer performs."""
 
+Due = tuple[str, int, int]
+FireMany = Callable[[Sequence[Due]], Awaitable[Sequence[RouteSnapshot | Exception]]]
+"""Several `fire_due`s at once: per item the route after it, or its error."""
+
 
 @dataclass(frozen=True, slots=True)
 class PendingTimer:
@@ -47,15 +55,24 @@ class PendingTimer:
 
 class RouteTimers:
     def __init__(
-        self, fire_due: FireDue, clock: Clock, on_fired: Callable[[float], None] | None = None
+        self,
+        fire_due: FireDue | FireMany,
+        clock: Clock,
+        on_fired: Callable[[float], None] | None = None,
+        *,
+        batched: bool = False,
     ) -> None:
-        """`on_fired(lateness_s)` is told how late each timer that fired its attempt was:
+        """`fire_due` fires one timer, or with `batched` several at once (FireMany).
+        `on_fired(lateness_s)` is told how late each timer that fired its attempt was:
         the write time of its transition minus the deadline."""
-        self._fire_due = fire_due
+        self._fire_many: FireMany = (
+            fire_due if batched else _one_by_one(fire_due)  # type: ignore[assignment,arg-type]  # `batched` says which
+        )
         self._clock = clock
         self._on_fired = on_fired
         self._pending: dict[str, PendingTimer] = {}
         self._firing: set[asyncio.Task[None]] = set()
+        self._ready: list[tuple[str, PendingTimer]] = []
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -115,20 +132,44 @@ class RouteTimers:
         timer = self._pending.pop(route_id, None)
         if timer is None:
             return
-        task = asyncio.get_running_loop().create_task(self._fire(route_id, timer))
+        self._ready.append((route_id, timer))
+        if len(self._ready) == 1:  # the first this turn: fire them all once the turn ends
+            asyncio.get_running_loop().call_soon(self._fire_ready)
+
+    def _fire_ready(self) -> None:
+        ready, self._ready = self._ready, []
+        task = asyncio.get_running_loop().create_task(self._fire(ready))
         self._firing.add(task)
         task.add_done_callback(self._firing.discard)
 
-    async def _fire(self, route_id: str, timer: PendingTimer) -> None:
-        if self._clock.now() < timer.deadline:  # fired early: wait the rest
-            self._rearm(route_id, timer)
+    async def _fire(self, ready: list[tuple[str, PendingTimer]]) -> None:
+        now = self._clock.now()
+        due: list[tuple[str, PendingTimer]] = []
+        for route_id, timer in ready:
+            if now < timer.deadline:  # fired early: wait the rest
+                self._rearm(route_id, timer)
+            else:
+                due.append((route_id, timer))
+        if not due:
             return
         try:
-            snapshot = await self._fire_due(route_id, timer.generation, timer.ordinal)
-        except RecoveryError as error:  # Redis down: the schedule is still durable
-            log.warning("timer of route %s could not fire, retrying: %s", route_id, error)
+            results = await self._fire_many([(r, t.generation, t.ordinal) for r, t in due])
+        except RecoveryError as error:  # Redis down: the schedules are still durable
+            results = [error] * len(due)
+        for (route_id, timer), result in zip(due, results, strict=True):
+            self._settle(route_id, timer, result)
+
+    def _settle(
+        self, route_id: str, timer: PendingTimer, result: RouteSnapshot | Exception
+    ) -> None:
+        if isinstance(result, Exception):  # the schedule is durable: try again soon
+            if isinstance(result, RecoveryError):  # Redis trouble
+                log.warning("timer of route %s could not fire, retrying: %s", route_id, result)
+            else:
+                log.error("timer of route %s failed, retrying", route_id, exc_info=result)
             self._rearm(route_id, timer, min_delay_s=RETRY_AFTER_ERROR_S)
             return
+        snapshot = result
         if snapshot.state in WAITING_STATES and (
             snapshot.generation, snapshot.attempt_ordinal
         ) == timer.attempt:  # fmt: skip
@@ -152,3 +193,19 @@ class RouteTimers:
         if route_id not in self._pending:  # nothing newer was armed meanwhile
             self.arm(route_id, timer.generation, timer.ordinal, timer.deadline,
                      min_delay_s=min_delay_s)  # fmt: skip
+
+
+def _one_by_one(fire_due: FireDue) -> FireMany:
+    """A FireMany over a single-timer `fire_due` (each timer its own call, concurrently)."""
+
+    async def fire_many(items: Sequence[Due]) -> list[RouteSnapshot | Exception]:
+        results = await asyncio.gather(*(fire_due(*item) for item in items), return_exceptions=True)
+        return [_as_outcome(result) for result in results]
+
+    return fire_many
+
+
+def _as_outcome(result: RouteSnapshot | BaseException) -> RouteSnapshot | Exception:
+    if isinstance(result, BaseException) and not isinstance(result, Exception):
+        raise result  # cancellation and the like are not a timer's business
+    return result

@@ -4,11 +4,12 @@ Ray, no Redis, no sleeps."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 
+from actors.errors import StoreUnavailableError
 from actors.route_models import RouteSnapshot
-from actors.route_timers import RouteTimers
+from actors.route_timers import Due, RouteTimers
 from tests.actors.route_builders import T0
 
 DEADLINE = T0 + timedelta(seconds=5)
@@ -73,3 +74,35 @@ def test_an_older_answer_arriving_late_never_cancels_a_newer_timer() -> None:
         timers.cancel_all()
 
     asyncio.run(scenario())
+
+
+def test_timers_due_in_the_same_turn_fire_as_one_batch_and_failures_rearm() -> None:
+    batches: list[list[tuple[str, int, int]]] = []
+
+    async def scenario() -> None:
+        done = asyncio.Event()
+
+        async def fire_many(due: Sequence[Due]) -> list[RouteSnapshot | Exception]:
+            batches.append(list(due))
+            answers: list[RouteSnapshot | Exception] = []
+            for route_id, generation, ordinal in due:
+                if route_id == "route-3" and len(batches) == 1:
+                    answers.append(StoreUnavailableError("fire", "connection refused"))
+                else:
+                    answers.append(retrying(generation, ordinal).model_copy(
+                        update={"route_id": route_id}))  # fmt: skip
+            if len(batches) == 2:
+                done.set()
+            return answers
+
+        timers = RouteTimers(fire_many, ScriptedClock(DEADLINE), batched=True)
+        for index in range(5):
+            timers.track(waiting().model_copy(update={"route_id": f"route-{index}"}))
+        await asyncio.wait_for(done.wait(), timeout=10)
+        assert len(timers) == 0
+
+    asyncio.run(scenario())
+    assert [sorted(r for r, _, _ in batch) for batch in batches] == [
+        [f"route-{index}" for index in range(5)],
+        ["route-3"],
+    ], "one batch for the five due together; the failed one again on its own"
