@@ -151,15 +151,7 @@ class RouteStore:
     async def snapshots(self, route_ids: Sequence[str]) -> list[RouteSnapshot]:
         """The snapshots of several routes, read in one pipeline, in the given order."""
         keys = [self.keys.route(route_id) for route_id in route_ids]
-        if not keys:
-            return []
-        try:
-            async with self._client.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    pipe.hgetall(key)
-                hashes: list[dict[Any, Any]] = await pipe.execute()
-        except RedisError as error:
-            raise _unavailable("snapshots", error) from error
+        hashes = await self._hashes(keys, "snapshots")
         return [
             decode_route(route_id, _texts(raw))
             for route_id, raw in zip(route_ids, hashes, strict=True)
@@ -221,6 +213,12 @@ class RouteStore:
                 keys.append(self.keys.schedule(member))
             except InvalidRouteIdError:
                 continue  # not written by this store; never turned into a key
+        hashes = await self._hashes(keys, "schedules")
+        # A schedule cleared between the two reads has no hash any more: it is not pending.
+        return [decode_schedule(_texts(raw)) for raw in hashes if raw]
+
+    async def _hashes(self, keys: Sequence[str], operation: str) -> list[dict[Any, Any]]:
+        """HGETALL of every key, in one pipeline, in order."""
         if not keys:
             return []
         try:
@@ -229,9 +227,8 @@ class RouteStore:
                     pipe.hgetall(key)
                 hashes: list[dict[Any, Any]] = await pipe.execute()
         except RedisError as error:
-            raise _unavailable("schedules", error) from error
-        # A schedule cleared between the two reads has no hash any more: it is not pending.
-        return [decode_schedule(_texts(raw)) for raw in hashes if raw]
+            raise _unavailable(operation, error) from error
+        return hashes
 
     # Transitions
 
