@@ -3,12 +3,14 @@ round is planned, and what is written after its route transitions are durable.
 
 Before planning (`prepare`), one pipeline reads the circuits covering the candidates of
 the round's routes that can meet one (a report, a due attempt, a route that is parked or
-probing). Then, for each circuit whose probe is due (open past its open-until, or a
-probe lease expired) and that a due attempt of the round waits on, the first such
-attempt asks for the probe lease (the store's Lua guard makes it exclusive across every
-host and runtime): a grant makes that attempt the probe, a denial (another host holds
-it) parks the others until its `retry_at`. Both go into the CircuitBoard the round
-plans with; planning stays pure.
+probing), and for a command that may choose a candidate (a failure report may skip, a
+skip-now, a start, a start fresh) those of every candidate it may choose
+(actors/route_eligibility.py). Then, for each circuit whose probe is due (open past
+its open-until, or a probe lease expired) and that a due attempt of the round waits on,
+the first such attempt asks for the probe lease (the store's Lua guard makes it
+exclusive across every host and runtime): a grant makes that attempt the probe, a denial
+(another host holds it) parks the others until its `retry_at`. Both go into the
+CircuitBoard the round plans with; planning stays pure.
 
 After the round's transitions are applied (`settle`), in this order:
 1. probe verdicts: a route that held a probe lease and whose transition ended it reports
@@ -45,7 +47,7 @@ from datetime import datetime
 from typing import Final, Protocol
 
 from actors.circuit_store import CircuitStore
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, StoreUnavailableError
 from actors.route_circuits import (
     DEFAULT_INSTALLATION_KEY,
     CircuitBinding,
@@ -61,8 +63,13 @@ from actors.route_commands import (
     RetryNow,
     RouteCommand,
     RouteContext,
+    SkipNow,
+    Start,
+    StartFresh,
 )
+from actors.route_eligibility import candidate_resources
 from actors.route_models import WAITING_STATES, RouteSnapshot, Transition
+from actors.route_profiles import RouteProfile, profile_from_json
 from actors.route_transitions import plan
 from actors.routes_store import RouteStore
 from circuits import (
@@ -83,6 +90,7 @@ log = logging.getLogger(__name__)
 
 Outcome = RouteSnapshot | Exception
 Items = Sequence[tuple[str, RouteCommand]]
+_Choosable = dict[tuple[int, frozenset[str]], tuple[RouteProfile, dict[str, ResourceKey]]]
 
 
 def circuit_binding(installation_key: str | None = None) -> CircuitBinding:
@@ -126,17 +134,44 @@ class CircuitEffects:
         """The round's board: its circuits read in one pipeline, its probe leases taken.
         A Redis error raises (the round's items fail with it: nothing was written)."""
         wanted: dict[str, ResourceKey] = {}
+        choosing: _Choosable = {}
         for (_, command), snapshot in zip(items, snapshots, strict=True):
             meets = isinstance(command, ReportFailure | ReportSuccess | FireDue | RetryNow)
-            if not (meets or snapshot.circuit or snapshot.probe_token):
-                continue
-            key = candidate_key(snapshot, self.binding)
-            if key is not None:
-                wanted.update(covering(key))
+            if meets or snapshot.circuit or snapshot.probe_token:
+                key = candidate_key(snapshot, self.binding)
+                if key is not None:
+                    wanted.update(covering(key))
+            wanted.update(self._choosable(command, snapshot, choosing))
         views = await self.circuits.views(list(wanted.values())) if wanted else []
         board = CircuitBoard(self.binding, views)
         await self._take_probes(board, items, snapshots, now)
         return board
+
+    def _choosable(
+        self, command: RouteCommand, snapshot: RouteSnapshot, seen: _Choosable
+    ) -> dict[str, ResourceKey]:
+        """The circuits of the candidates a command may choose among (a failure may skip,
+        a skip-now does, a start picks one): read with the round's, so the choice sees
+        them. `seen` keeps them per profile and exclusion set (a round's routes mostly
+        share one parsed profile); it holds the profile, so its id stays its own."""
+        excluded: frozenset[str] = frozenset()
+        if isinstance(command, Start | StartFresh) and command.profile is not None:
+            profile: RouteProfile = command.profile
+        elif isinstance(command, ReportFailure | SkipNow | StartFresh):
+            try:
+                profile = profile_from_json(snapshot.route_id, snapshot.profile)
+            except StoreUnavailableError:
+                return {}  # the planner stops such a route
+            if not isinstance(command, StartFresh):
+                excluded = frozenset(snapshot.cycle.skipped)
+        else:
+            return {}
+        found = seen.get((id(profile), excluded))
+        if found is None:
+            found = seen[(id(profile), excluded)] = (
+                profile, candidate_resources(self.binding, profile, excluded),
+            )  # fmt: skip
+        return found[1]
 
     async def _take_probes(
         self, board: CircuitBoard, items: Items, snapshots: Sequence[RouteSnapshot], now: datetime

@@ -38,7 +38,7 @@ from typing import Final
 from actors.circuit_models import CircuitView
 from actors.errors import StoreUnavailableError
 from actors.route_models import RouteSnapshot
-from actors.route_profiles import ConcreteProfile, profile_from_json
+from actors.route_profiles import ConcreteProfile, RouteProfile, profile_from_json
 from catalogue import Classification
 from catalogue.codes import Scope
 from circuits import (
@@ -106,12 +106,20 @@ def candidate_key(snapshot: RouteSnapshot, binding: CircuitBinding) -> ResourceK
         profile = profile_from_json(snapshot.route_id, snapshot.profile)
     except StoreUnavailableError:
         return None  # the planner stops such a route; no circuit to consult
+    return profile_candidate_key(profile, snapshot.candidate_id, binding)
+
+
+def profile_candidate_key(
+    profile: RouteProfile, candidate_id: str, binding: CircuitBinding
+) -> ResourceKey | None:
+    """The resource candidate `candidate_id` of `profile` dispatches into (None: no such
+    candidate, or it names no provider)."""
     found = (
         profile
         if isinstance(profile, ConcreteProfile)
-        else next((c for c in profile.candidates if c.id == snapshot.candidate_id), None)
+        else next((c for c in profile.candidates if c.id == candidate_id), None)
     )
-    if found is None or found.id != snapshot.candidate_id or not found.provider:
+    if found is None or found.id != candidate_id or not found.provider:
         return None
     return _candidate_key(found.provider, found.model, found.agent, binding.installation_key)
 

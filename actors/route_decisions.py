@@ -20,11 +20,12 @@ gets the same decision for the same failure, profile and cycle.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from actors.errors import StoreUnavailableError
 from actors.route_commands import ReportFailure, RouteContext
+from actors.route_eligibility import decision_horizon
 from actors.route_models import CycleRecord, RouteSnapshot, Transition
 from actors.route_parking import parked_changes
 from actors.route_profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
@@ -41,8 +42,10 @@ from policy import (
     Stop,
     WaitForReset,
     assess_turn,
+    evaluate,
     evaluate_in_cycle,
     stop_for_invalid_policy,
+    utc_iso,
 )
 
 
@@ -127,6 +130,34 @@ def judge_failure(
     return Judgement(classification, safety, decision, usage, profile, candidate)
 
 
+def capped_by_circuit(
+    snapshot: RouteSnapshot, report: ReportFailure, judged: Judgement, context: RouteContext
+) -> Judgement:
+    """A Retry or WaitForReset whose candidate's circuit stays blocked past the decision's
+    own horizon (actors/route_eligibility.py) becomes the policy's on_exhausted decision:
+    the one it makes once this class's waits and retries are spent."""
+    board, candidate, decision = context.circuits, judged.candidate, judged.decision
+    if board is None or candidate is None or not isinstance(decision, Retry | WaitForReset):
+        return judged
+    park = board.blocking(board.key_of(snapshot), context.now)
+    error_class = judged.classification.error_class
+    horizon = decision_horizon(candidate, error_class, decision, context.now)
+    if park is None or horizon is None or park.until <= horizon:
+        return judged
+    failure = Failure.from_classification(judged.classification, stale=is_stale(snapshot, report))
+    spent = evaluate(
+        candidate.policy, failure, now=context.now, safety=judged.safety,
+        retry_ordinal=candidate.retry_budget(error_class), reset_wait_used=True,
+    )  # fmt: skip
+    why = (
+        f"circuit {park.circuit} is open until {utc_iso(park.until)}, beyond the "
+        f"{decision.kind} horizon {utc_iso(horizon)}; {spent.reason}"
+    )
+    exhausted = spent.model_copy(update={"reason": why})
+    usage = snapshot.cycle.to_usage().after(candidate.id, error_class, exhausted)
+    return replace(judged, decision=exhausted, usage=usage)
+
+
 def failure_transition(
     snapshot: RouteSnapshot, report: ReportFailure, context: RouteContext
 ) -> Transition:
@@ -136,6 +167,7 @@ def failure_transition(
     found = judged.classification
     if context.circuits is not None:  # counted (or the probe's verdict) before deciding
         context.circuits.note_failure(snapshot, found, context.now)
+        judged = capped_by_circuit(snapshot, report, judged, context)
     candidate = judged.candidate
     failure: dict[str, Any] = {
         "code": found.code,

@@ -14,7 +14,9 @@ from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 from actors.errors import InvalidStateError, StaleGenerationError
+from actors.route_circuits import REASON_PARKED
 from actors.route_commands import RouteContext
+from actors.route_eligibility import AllBlocked, Choice, choose_skip
 from actors.route_models import (
     AttemptDecision,
     AttemptRecord,
@@ -25,7 +27,7 @@ from actors.route_models import (
     RouteUpdate,
     Transition,
 )
-from actors.route_profiles import RouteProfile, next_eligible
+from actors.route_profiles import RouteProfile
 from policy import CycleUsage
 
 ModelT = TypeVar("ModelT", RouteUpdate, AttemptRecord)
@@ -172,24 +174,37 @@ def skip_step(
     safe_excerpt: str | None = None,
 ) -> Transition:
     """Leave the current candidate for this cycle: the next eligible one in a new
-    generation (state `switching`), or, with none left, `action_required` in this one."""
+    generation (state `switching`), or, with none left, `action_required` in this one.
+    With circuits known, the next one whose circuits are closed; when all are open, parked
+    on one in the new generation, or stopped (actors/route_eligibility.py)."""
     current = snapshot.candidate_id
     if current is not None:
         usage = replace(usage, skipped=usage.skipped | {current})
     base = {**(changes or {}), "cycle": CycleRecord.from_usage(usage)}
-    following = next_eligible(profile, current, usage.skipped)
-    if following is None:
+    error_class = base.get("error_class", snapshot.error_class)
+    chosen = choose_skip(
+        context.circuits, profile, current=current, excluded=usage.skipped,
+        error_class=error_class, now=context.now,
+    )  # fmt: skip
+    if not isinstance(chosen, Choice):
+        why = "no eligible candidate is left in this cycle"
+        if isinstance(chosen, AllBlocked):
+            why = (
+                "every remaining candidate's circuit is open longer than its policy waits "
+                f"({', '.join(chosen.circuits)})"
+            )
         route = updated(
             snapshot,
             **base,
             state="action_required",
             pending_outcome="stop",
-            reason=clip(f"{reason}; no eligible candidate is left in this cycle, so stop"),
+            reason=clip(f"{reason}; {why}, so stop"),
         )
         return step(
             snapshot, context, cause=cause, route=route, decision=decision,
             safe_excerpt=safe_excerpt,
         )  # fmt: skip
+    following, park = chosen.candidate, chosen.park
     generation = snapshot.generation + 1
     switched = {
         "state": "switching",
@@ -202,6 +217,11 @@ def skip_step(
         "pending_outcome": "skip",
         "reason": clip(f"{reason}: {following.id} (generation {generation})"),
     }
+    if park is not None:  # its circuit is open: the first attempt there waits on it
+        switched |= {
+            "state": "retry_wait", "pending_outcome": "retry", "deadline": park.until,
+            "reason": REASON_PARKED, "circuit": park.circuit,
+        }  # fmt: skip
     route = updated(snapshot, **{**base, **switched})
     return step(
         snapshot, context, cause=cause, route=route, decision=decision, bump=True,

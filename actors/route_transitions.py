@@ -44,9 +44,10 @@ from actors.route_commands import (
     UpdateProfile,
 )
 from actors.route_decisions import failure_transition
+from actors.route_eligibility import choose_start
 from actors.route_models import CycleRecord, RouteSnapshot, RouteUpdate, Transition
 from actors.route_parking import gated_step, release_transition
-from actors.route_profiles import first_eligible, profile_from_json, profile_json
+from actors.route_profiles import profile_from_json, profile_json
 from actors.route_steps import (
     FAILURE_CLEARED,
     LIVE,
@@ -97,7 +98,7 @@ def plan(  # noqa: PLR0911, PLR0912 - one case per command: this match is the di
 def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteContext) -> Transition:
     if snapshot.state != "none":
         raise StaleGenerationError(snapshot.route_id, 0, snapshot.generation, snapshot.state)
-    first = first_eligible(command.profile)
+    first = choose_start(context.circuits, command.profile, context.now)
     if first is None:
         raise NoEligibleCandidateError(snapshot.route_id, "start")
     route = RouteUpdate(
@@ -144,6 +145,8 @@ def due_transition(
         return None
     if snapshot.state == "waiting_for_reset":
         reason = "the trusted reset is reached: one attempt of the same candidate"
+    elif snapshot.retry_ordinal == 0:  # a skip parked on its candidate's open circuit
+        reason = f"the first attempt on {snapshot.candidate_id} is due"
     else:
         reason = f"retry {snapshot.retry_ordinal} of {snapshot.retry_max} is due"
     return gated_step(
@@ -223,7 +226,7 @@ def start_fresh_transition(
         profile = command.profile
     else:
         profile = profile_from_json(snapshot.route_id, snapshot.profile)
-    first = first_eligible(profile)
+    first = choose_start(context.circuits, profile, context.now)
     if first is None:
         raise NoEligibleCandidateError(snapshot.route_id, "start fresh")
     route = updated(

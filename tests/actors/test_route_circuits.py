@@ -23,14 +23,28 @@ from actors.circuit_models import CircuitView
 from actors.circuit_store import CircuitStore
 from actors.clock import ManualClock
 from actors.route_circuit_effects import CircuitEffects
-from actors.route_circuits import REASON_PARKED, CircuitBinding, candidate_key, covering
+from actors.route_circuits import (
+    REASON_PARKED,
+    CircuitBinding,
+    candidate_key,
+    covering,
+    profile_candidate_key,
+)
 from actors.route_commands import FireDue, ReportFailure, Start
 from actors.route_models import RouteSnapshot
 from actors.route_service import RouteService
 from circuits import CircuitStatus, ResourceKey, wave_budget
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import T0
-from tests.actors.route_scenarios import overloaded, safe_turn, seed_profile, usage_limit
+from tests.actors.route_scenarios import (
+    candidate,
+    overloaded,
+    profile,
+    safe_turn,
+    seed_profile,
+    usage_limit,
+)
+from tests.circuits.builders import failure
 
 pytestmark = pytest.mark.integration
 
@@ -180,11 +194,16 @@ async def test_a_failed_probe_reopens_with_the_next_backoff_and_nothing_else_dis
         assert view.status is CircuitStatus.OPEN
         assert view.open_until == failed_at + timedelta(seconds=120)  # 1 min, doubled
         assert isinstance(after, RouteSnapshot)
-        assert after.reason == REASON_PARKED
+        # its retries (5, 10, 20 s) would end before the 2 min backoff: it moves on
+        assert (after.state, after.candidate_id) == ("active", "codex")
         # until the backoff has passed, nothing dispatches
         assert await run_until(one, failed_at + timedelta(seconds=119)) == {}
-        # then exactly one new probe
-        more = await run_until(one, failed_at + timedelta(seconds=122))
+        # the parked fleet wakes when the failed probe's lease would have ended (the
+        # denial it was given), and exactly one of them probes
+        lease_end = RESET + timedelta(seconds=BINDING.probe_ttl_s)
+        one.clock.set(lease_end - STEP)
+        assert dispatched(await fire_due(one)) == []
+        more = await run_until(one, lease_end + timedelta(seconds=2))
         assert len(more) == 1
         assert (await one.circuits.view(resource)).status is CircuitStatus.HALF_OPEN
 
@@ -239,3 +258,34 @@ async def test_two_runtimes_on_one_redis_never_probe_one_resource_twice_at_once(
         assert view.state.lease is not None
         assert view.state.lease.owner_token == probes[0].probe_token
         assert len(answers) > 2
+
+
+@run_async
+async def test_a_skip_through_the_service_passes_over_a_candidate_open_in_redis(
+    real_backend: Backend,
+) -> None:
+    shape = profile(candidate("claude"), candidate("codex"), candidate("gemini"))
+    codex = profile_candidate_key(shape, "codex", BINDING)
+    assert codex is not None
+    async with rig(real_backend) as one:
+        quota = failure("quota_limited", retry_after_s=600)
+        await one.circuits.record_failure(codex, quota, "elsewhere", T0)
+        reads: list[int] = []
+        views = one.circuits.views
+
+        async def counted(resources: Sequence[ResourceKey]) -> list[CircuitView]:
+            reads.append(len(resources))
+            return await views(resources)
+
+        one.circuits.views = counted  # type: ignore[method-assign]
+        (route,) = await one.service.run_many([("route-a", Start(shape, "kanban", "inv-a"))])
+        assert isinstance(route, RouteSnapshot)
+        assert route.candidate_id == "claude"
+        report = ReportFailure(1, overloaded(), safe_turn(), "kanban", "inv-a")
+        (after,) = await one.service.run_many([("route-a", report)])
+        assert isinstance(after, RouteSnapshot)
+        assert (after.state, after.candidate_id, after.generation) == ("active", "gemini", 2)
+        # one read per round, covering every candidate a start or a skip could choose;
+        # then the failure's one compare-and-set reads claude's circuit
+        every = 3 * len(covering(codex))
+        assert reads == [every, every, 1]

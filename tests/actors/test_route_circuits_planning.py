@@ -30,8 +30,17 @@ from actors.route_commands import (
 from actors.route_models import RouteSnapshot
 from actors.route_transitions import plan
 from circuits import CircuitState, ProbeGrant, ResourceKey, machine
+from policy import DynamicProfile, Outcome
 from tests.actors.route_builders import T0
-from tests.actors.route_scenarios import overloaded, safe_turn, seed_profile
+from tests.actors.route_scenarios import (
+    candidate,
+    overloaded,
+    profile,
+    reset_wait,
+    retries,
+    safe_turn,
+    seed_profile,
+)
 from tests.circuits.builders import failure
 
 BINDING = CircuitBinding(installation_key=b"planning-test-key")
@@ -44,8 +53,19 @@ def run(snapshot: RouteSnapshot, command: RouteCommand, context: RouteContext) -
     return applied_snapshot(transition, context.now)
 
 
+def patient_profile() -> DynamicProfile:
+    """The seed's profile with a claude retry budget long enough to outwait a circuit's
+    backoff (30 s doubling over 5 retries: 930 s), so a retry parks rather than skips."""
+    return profile(
+        candidate(
+            "claude", transient=retries(5, 30, Outcome.SKIP), hard=reset_wait(300, Outcome.STOP)
+        ),
+        *seed_profile().candidates[1:],
+    )
+
+
 def started(route_id: str = ROUTE) -> RouteSnapshot:
-    command = Start(seed_profile(), "kanban", f"inv-{route_id}")
+    command = Start(patient_profile(), "kanban", f"inv-{route_id}")
     return run(RouteSnapshot.absent(route_id), command, RouteContext(T0))
 
 
@@ -160,7 +180,7 @@ def test_the_attempt_holding_the_probe_lease_dispatches_as_the_probe() -> None:
     assert probe.reason is not None
     assert probe.reason.startswith(REASON_PROBE)
     other = report(started("route-2"), due, None)
-    assert fire(other, due + timedelta(seconds=10), circuits).state == "retry_wait"
+    assert fire(other, due + timedelta(seconds=30), circuits).state == "retry_wait"
 
 
 def test_failures_of_one_round_open_the_circuit_for_the_routes_planned_after_them() -> None:
