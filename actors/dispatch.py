@@ -43,6 +43,7 @@ from rq.serializers import JSONSerializer
 
 from actors.clock import SystemClock
 from actors.dispatch_routes import (
+    abandon_unsent_probe,
     pending,
     read_route,
     reevaluate_not_dispatched,
@@ -50,6 +51,8 @@ from actors.dispatch_routes import (
 )
 from actors.errors import RecoveryError
 from actors.keys import KeySpace, valid_route_id
+from actors.route_circuit_effects import circuit_binding
+from actors.route_circuits import CircuitBinding
 from actors.route_models import RouteSnapshot
 from actors.route_steps import clip
 from actors.scripts import script
@@ -263,7 +266,7 @@ def run_dispatch(  # noqa: PLR0917 - the job's arguments, as enqueued
         rearm = _backstop_rearm(job.connection, job.origin, keys, host_id, dispatcher)
     return dispatch_once(
         job.connection, keys, route_id, generation, ordinal, dispatcher=dispatcher,
-        worker=worker, rearm=rearm,
+        worker=worker, rearm=rearm, circuits=circuit_binding(),
     )  # fmt: skip
 
 
@@ -295,9 +298,17 @@ def dispatch_once(
     dispatcher: str,
     worker: str,
     rearm: Callable[[RouteSnapshot], None] | None = None,
+    circuits: CircuitBinding | None = None,
 ) -> RunResult:
     """What a dispatch job does, on `connection`, as `worker`. `rearm` is given the
-    route's snapshot when a NotDispatched re-evaluation left it waiting again."""
+    route's snapshot when a NotDispatched re-evaluation left it waiting again; with
+    `circuits`, that re-evaluation plans with the circuits (actors/dispatch_routes.py).
+
+    An attempt that held its circuit's probe lease (the probe): when nothing was sent
+    (NotDispatched, a dispatcher that cannot be loaded) the lease is abandoned at once,
+    so the next caller can probe now; when the outcome is ambiguous the lease is left to
+    its TTL: the probe may have reached the provider and may still be running, so another
+    probe now could be a second one at once, and its verdict will never be reported."""
     snapshot = read_route(connection, keys, route_id)
     if not pending(snapshot, generation, ordinal):
         return "stale"
@@ -313,6 +324,7 @@ def dispatch_once(
     except Exception as error:
         detail = clip(f"dispatcher {dispatcher!r} cannot be loaded: {type(error).__name__}")
         ledger.finish(route_id, generation, ordinal, "not_dispatched", _now(), detail=detail)
+        abandon_unsent_probe(connection, keys, snapshot, _now())
         require_action(connection, keys, route_id, generation, ordinal, reason=REASON_UNLOADABLE)
         return "not_dispatched"
     try:
@@ -324,8 +336,9 @@ def dispatch_once(
     except NotDispatched as error:
         detail = clip(str(error))
         ledger.finish(route_id, generation, ordinal, "not_dispatched", _now(), detail=detail)
+        abandon_unsent_probe(connection, keys, snapshot, _now())
         again = reevaluate_not_dispatched(
-            connection, keys, route_id, generation, ordinal, detail=detail
+            connection, keys, route_id, generation, ordinal, detail=detail, binding=circuits
         )
         if again is not None and again.deadline is not None and rearm is not None:
             try:
@@ -336,6 +349,7 @@ def dispatch_once(
     except Exception as error:
         detail = type(error).__name__
         ledger.finish(route_id, generation, ordinal, "failed", _now(), detail=detail)
+        # a probe's lease is left to its TTL: the probe may have happened (docstring)
         require_action(connection, keys, route_id, generation, ordinal, reason=REASON_AMBIGUOUS)
         return "failed"
     ledger.finish(route_id, generation, ordinal, "delivered", _now())

@@ -30,6 +30,15 @@ nothing:
   code's registry scope, and there is no hint (a trusted reset is waited once per class
   and cycle, and was already).
 
+With circuits (the installation's CircuitBinding), the re-evaluation plans as a host
+round does (`dispatch_board`): the circuits of the route's candidate and of every
+candidate a skip could choose, read in one pipeline, so a retry parks on an open circuit
+within its policy and a skip passes over open candidates (actors/route_eligibility.py).
+The failure is not counted again (it was when it was reported), and a probe that was
+not sent gives no verdict: its lease is abandoned before the board is read
+(`abandon_unsent_probe`), so the route, if it waits, parks until it can probe again. A
+route left parked joins the circuit's parked set (circuit_park.lua).
+
 The new schedule, if the policy waits, is written in Redis with the transition (the
 schedule hash and sorted set) and published on the events stream with cause
 `not_dispatched`; the host's in-process timer does not know it, so the durable backstop
@@ -38,23 +47,29 @@ schedule hash and sorted set) and published on the events stream with cause
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from redis import Redis
 from redis.exceptions import RedisError
 
-from actors.errors import StoreUnavailableError, TransitionRejectedError
+from actors.circuit_sync import abandon_probe, park, read_views
+from actors.errors import RecoveryError, StoreUnavailableError, TransitionRejectedError
 from actors.keys import KeySpace
+from actors.route_circuits import CircuitBinding, CircuitBoard, candidate_key, covering
 from actors.route_codec import decode_route, transition_request, transition_result
 from actors.route_commands import CompleteSwitch, ReportFailure, RouteContext
+from actors.route_eligibility import candidate_resources
 from actors.route_models import RouteSnapshot, Transition
-from actors.route_steps import step, updated
+from actors.route_profiles import profile_from_json
+from actors.route_steps import WAITING, step, updated
 from actors.route_transitions import plan
 from actors.routes_store import DEFAULT_EVENTS_MAXLEN
 from actors.scripts import script
 from catalogue import Classification, Confidence, code_info, sanitize
 from catalogue.codes import UnknownCodeError
+from circuits import ResourceKey
 from policy import TurnEvidence
 
 REASON_NOT_DISPATCHED: Final = "dispatcher reported not dispatched"
@@ -62,6 +77,8 @@ REASON_NOTHING_TO_REEVALUATE: Final = (
     "dispatcher reported not dispatched; the route stores no failure to re-evaluate"
 )
 CAUSE_NOT_DISPATCHED: Final = "not_dispatched"
+
+log = logging.getLogger(__name__)
 
 
 def _text(value: Any) -> str:
@@ -145,10 +162,12 @@ def reevaluate_not_dispatched(
     *,
     detail: str,
     now: datetime | None = None,
+    binding: CircuitBinding | None = None,
 ) -> RouteSnapshot | None:
     """Give attempt (generation, ordinal), which the dispatcher did not send, back to the
     policy if the route is still retrying it (module docstring). The snapshot written
-    (after a skip, the route active on its next candidate), else None."""
+    (after a skip, the route active on its next candidate), else None. With `binding`, it
+    plans with the circuits (dispatch_board) as a host does."""
     snapshot = read_route(connection, keys, route_id)
     if not pending(snapshot, generation, ordinal):
         return None
@@ -159,15 +178,64 @@ def reevaluate_not_dispatched(
             connection, keys, route_id, generation, ordinal, reason=REASON_NOTHING_TO_REEVALUATE,
             now=at,
         )  # fmt: skip
-    context = RouteContext(at)
-    planned = plan(snapshot, report, context)
+    board = None if binding is None else dispatch_board(connection, keys, snapshot, binding)
+    context = RouteContext(at, circuits=board)
+    # the probe, if this attempt was one, ended unsent (abandon_unsent_probe): no verdict
+    planned = plan(snapshot.model_copy(update={"probe_token": None}), report, context)
     if planned is None:  # a failure report always plans a transition; kept for the type
         return None
     transition = planned.model_copy(update={"cause": CAUSE_NOT_DISPATCHED})
     applied = apply_transition(connection, keys, transition, at)
+    if applied is not None and applied.state in WAITING and applied.circuit is not None:
+        _park(connection, keys, applied, at)
     if applied is None or applied.state != "switching":
         return applied
     return _complete_switch(connection, keys, applied, context)
+
+
+def dispatch_board(
+    connection: Redis, keys: KeySpace, snapshot: RouteSnapshot, binding: CircuitBinding
+) -> CircuitBoard | None:
+    """The circuits a re-evaluation plans with, read in one pipeline as a host round reads
+    them: the route's candidate's and every candidate a skip could choose. Its failure
+    was counted when it was reported, so the board folds none in again. None (plan as if
+    every circuit were closed) when they cannot be read: the re-evaluation must not fail
+    for a circuit read."""
+    wanted: dict[str, ResourceKey] = {}
+    key = candidate_key(snapshot, binding)
+    if key is not None:
+        wanted.update(covering(key))
+    try:
+        profile = profile_from_json(snapshot.route_id, snapshot.profile)
+        wanted.update(candidate_resources(binding, profile, snapshot.cycle.skipped))
+        views = read_views(connection, keys, list(wanted.values()))
+    except RecoveryError as error:
+        log.warning("circuits of route %s not read: %s", snapshot.route_id, error)
+        return None
+    return CircuitBoard(binding, views, counts_failures=False)
+
+
+def abandon_unsent_probe(
+    connection: Redis, keys: KeySpace, snapshot: RouteSnapshot, at: datetime
+) -> None:
+    """The attempt held its circuit's probe lease and was not sent: end the lease now so
+    the next caller can probe (else it would wait out the TTL with no probe running)."""
+    if snapshot.probe_token is None or snapshot.circuit is None:
+        return
+    try:
+        abandon_probe(connection, keys, snapshot.circuit, snapshot.probe_token, at)
+    except RecoveryError as error:  # the lease still ends at its TTL
+        log.warning("probe lease of route %s not abandoned: %s", snapshot.route_id, error)
+
+
+def _park(connection: Redis, keys: KeySpace, route: RouteSnapshot, at: datetime) -> None:
+    """Join the parked set of the circuit the route now waits on, so a close releases it
+    in a wave (a missing entry is covered by the hashed slot at its deadline)."""
+    assert route.circuit is not None  # checked by the caller
+    try:
+        park(connection, keys, route.circuit, route.route_id, at)
+    except RecoveryError as error:
+        log.warning("route %s not parked on its circuit: %s", route.route_id, error)
 
 
 def not_dispatched_report(
