@@ -21,6 +21,25 @@ variable counts as unset. Every setting, with its TOML key and environment varia
     events_maxlen   RECOVERY_EVENTS_MAXLEN     100000 (events stream MAXLEN, approximate)
     closed_ttl_s    RECOVERY_CLOSED_TTL_S      604800 (7 days: expiry of closed routes)
     utility_ttl_s   RECOVERY_UTILITY_TTL_S     86400 (1 day: expiry of utility routes)
+    installation_key
+                    RECOVERY_INSTALLATION_KEY  a built-in key (the HMAC key of circuit
+                                               credential fingerprints: every process
+                                               of one installation must share it)
+    circuit_transient_threshold
+                    RECOVERY_CIRCUIT_TRANSIENT_THRESHOLD    3 transient failures open
+    circuit_transient_window_s
+                    RECOVERY_CIRCUIT_TRANSIENT_WINDOW_S     60 (seconds they count within)
+    circuit_min_distinct_routes
+                    RECOVERY_CIRCUIT_MIN_DISTINCT_ROUTES    2 (routes they come from)
+    circuit_initial_backoff_s
+                    RECOVERY_CIRCUIT_INITIAL_BACKOFF_S      60 (first open period; doubles)
+    circuit_max_backoff_s
+                    RECOVERY_CIRCUIT_MAX_BACKOFF_S          3600 (the backoff's cap)
+    circuit_probe_ttl_s
+                    RECOVERY_CIRCUIT_PROBE_TTL_S            300 (a probe lease's lifetime)
+
+The circuit settings are those of circuits.CircuitSettings (DESIGN.md §3); the backoff
+cap must not be below the initial backoff (reported on circuit_max_backoff_s).
 
 Booleans accept true/false, yes/no, on/off, 1/0 (any case) from the environment.
 A bad value raises ConfigError naming its source (the file, the variable or the flag),
@@ -32,6 +51,7 @@ imported here: the rq workers import it.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -40,19 +60,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from actors.errors import RecoveryError
 from actors.keys import DEFAULT_PREFIX, PREFIX_PATTERN, KeySpace
+from actors.route_circuits import DEFAULT_PROBE_TTL_S
 from actors.route_commands import RouteSettings
 from actors.routes_store import DEFAULT_EVENTS_MAXLEN
 from actors.workers import DEFAULT_WORKER_COUNT
+from circuits import CircuitSettings
 
 CONFIG_ENV: Final = "RECOVERY_CONFIG"
 DEFAULT_HOSTS: Final = 2
 DEFAULT_DATA_DIR: Final = Path("~/.local/state/provider-recovery")
 REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 _ROUTE_DEFAULTS: Final = RouteSettings()
+_CIRCUIT_DEFAULTS: Final = CircuitSettings()
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = rf"{_IDENTIFIER}(?:\.{_IDENTIFIER})*"
 _DISPATCHER = re.compile(rf"{_DOTTED}:{_DOTTED}")
@@ -94,6 +117,20 @@ def _positive_int(value: object) -> int:
     ):
         return int(value)
     raise ValueError(f"must be an integer >= 1, got {value!r}")
+
+
+def _positive_float(value: object) -> float:
+    number: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if number is not None and math.isfinite(number) and number > 0:
+        return number
+    raise ValueError(f"must be a number of seconds > 0, got {value!r}")
 
 
 def _boolean(value: object) -> bool:
@@ -157,6 +194,7 @@ def _optional(parse: Callable[[object], Any]) -> Callable[[object], Any]:
 
 
 PositiveInt = Annotated[int, BeforeValidator(_positive_int)]
+PositiveSeconds = Annotated[float, BeforeValidator(_positive_float)]
 
 
 class RuntimeConfig(BaseModel):
@@ -178,6 +216,28 @@ class RuntimeConfig(BaseModel):
     events_maxlen: PositiveInt = DEFAULT_EVENTS_MAXLEN
     closed_ttl_s: PositiveInt = _ROUTE_DEFAULTS.closed_ttl_s
     utility_ttl_s: PositiveInt = _ROUTE_DEFAULTS.utility_ttl_s
+    installation_key: Annotated[str | None, BeforeValidator(_optional(_text))] = Field(
+        default=None, repr=False
+    )
+    circuit_transient_threshold: PositiveInt = _CIRCUIT_DEFAULTS.transient_threshold
+    circuit_transient_window_s: PositiveSeconds = _CIRCUIT_DEFAULTS.transient_window_s
+    circuit_min_distinct_routes: PositiveInt = _CIRCUIT_DEFAULTS.min_distinct_routes
+    circuit_initial_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.initial_backoff_s
+    circuit_max_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.max_backoff_s
+    circuit_probe_ttl_s: PositiveSeconds = DEFAULT_PROBE_TTL_S
+
+    def circuit_settings(self) -> CircuitSettings:
+        """The circuits' thresholds and timings (checked together when loaded)."""
+        return CircuitSettings(
+            transient_threshold=self.circuit_transient_threshold,
+            transient_window_s=self.circuit_transient_window_s,
+            min_distinct_routes=self.circuit_min_distinct_routes,
+            initial_backoff_s=self.circuit_initial_backoff_s,
+            max_backoff_s=self.circuit_max_backoff_s,
+            max_recent_failures=max(
+                _CIRCUIT_DEFAULTS.max_recent_failures, self.circuit_transient_threshold
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,10 +299,26 @@ def read_toml(path: Path) -> dict[str, object]:
 
 def _validated(given: Mapping[str, _Given]) -> RuntimeConfig:
     try:
-        return RuntimeConfig(**{name: item.value for name, item in given.items()})
+        config = RuntimeConfig(**{name: item.value for name, item in given.items()})
     except ValidationError as error:
         first = error.errors()[0]
         name = str(first["loc"][0])
         cause = first.get("ctx", {}).get("error")
         reason = str(cause) if cause is not None else first["msg"]
         raise ConfigError(given[name].source, name, given[name].value, reason) from None
+    _check_circuits(config, given)
+    return config
+
+
+def _check_circuits(config: RuntimeConfig, given: Mapping[str, _Given]) -> None:
+    """The circuit settings each valid alone, together: pydantic's own limits (a
+    threshold above 1000, a window beyond a day) and the order of the two backoffs."""
+    try:
+        config.circuit_settings()
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = f"circuit_{first['loc'][0]}" if first["loc"] else "circuit_max_backoff_s"
+        cause = first.get("ctx", {}).get("error")
+        reason = str(cause) if cause is not None else first["msg"]
+        item = given.get(name) or _Given(getattr(config, name, None), "defaults")
+        raise ConfigError(item.source, name, item.value, reason.lower()) from None

@@ -50,6 +50,7 @@ from actors.circuit_store import CircuitStore
 from actors.errors import RecoveryError, StoreUnavailableError
 from actors.route_circuits import (
     DEFAULT_INSTALLATION_KEY,
+    DEFAULT_PROBE_TTL_S,
     CircuitBinding,
     CircuitBoard,
     candidate_key,
@@ -73,6 +74,7 @@ from actors.route_profiles import RouteProfile, profile_from_json
 from actors.route_transitions import plan
 from actors.routes_store import RouteStore
 from circuits import (
+    CircuitSettings,
     CircuitState,
     CircuitStatus,
     DenialReason,
@@ -93,12 +95,22 @@ Items = Sequence[tuple[str, RouteCommand]]
 _Choosable = dict[tuple[int, frozenset[str]], tuple[RouteProfile, dict[str, ResourceKey]]]
 
 
-def circuit_binding(installation_key: str | None = None) -> CircuitBinding:
+def circuit_binding(
+    installation_key: str | None = None,
+    *,
+    settings: CircuitSettings | None = None,
+    probe_ttl_s: float = DEFAULT_PROBE_TTL_S,
+) -> CircuitBinding:
     """The binding of this installation: the HMAC key of credential fingerprints is
     `installation_key`, else $RECOVERY_INSTALLATION_KEY, else a fixed default (every
-    process of one installation must use the same key, or they see different circuits)."""
+    process of one installation must use the same key, or they see different circuits);
+    the circuits' `settings` (the defaults of DESIGN.md §3 when None) and probe TTL."""
     key = installation_key or os.environ.get(INSTALLATION_KEY_ENV)
-    return CircuitBinding(installation_key=key.encode() if key else DEFAULT_INSTALLATION_KEY)
+    return CircuitBinding(
+        installation_key=key.encode() if key else DEFAULT_INSTALLATION_KEY,
+        settings=settings or CircuitSettings(),
+        probe_ttl_s=probe_ttl_s,
+    )
 
 
 class CircuitObserver(Protocol):

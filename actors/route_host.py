@@ -63,6 +63,7 @@ from actors.host_memory import HostMemory
 from actors.keys import KeySpace, valid_host_id
 from actors.metrics import circuit_metrics, route_metrics
 from actors.route_circuit_effects import CircuitEffects, circuit_binding
+from actors.route_circuits import DEFAULT_PROBE_TTL_S
 from actors.route_commands import FireDue as FireDueCommand
 from actors.route_commands import ReportFailure, RetryNow, RouteCommand, RouteSettings
 from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot, ScheduleEntry
@@ -71,6 +72,7 @@ from actors.route_service import RouteService
 from actors.route_timers import Due, RouteTimers
 from actors.routes_store import DEFAULT_EVENTS_MAXLEN, DEFAULT_MAX_CONNECTIONS, RouteStore
 from catalogue import Classification, Evidence
+from circuits import CircuitSettings
 from policy import TurnEvidence
 
 REHYDRATE_RETRY_S: Final = 1.0
@@ -100,6 +102,8 @@ class RouteHost:
         closed_ttl_s: int = _SETTINGS_DEFAULTS.closed_ttl_s,
         utility_ttl_s: int = _SETTINGS_DEFAULTS.utility_ttl_s,
         installation_key: str | None = None,
+        circuit_settings: CircuitSettings | None = None,
+        probe_ttl_s: float = DEFAULT_PROBE_TTL_S,
     ) -> None:
         self.host_id = valid_host_id(host_id)
         self._dispatcher = dispatcher
@@ -117,11 +121,15 @@ class RouteHost:
         )
         self._metrics = route_metrics()
         # Circuits: its own bounded pool; releases this host plans arm timers here too.
-        self._circuits = CircuitStore.connect(
-            redis_url, keys=self._keys, max_connections=max_connections
+        binding = circuit_binding(
+            installation_key, settings=circuit_settings, probe_ttl_s=probe_ttl_s
         )
+        self._circuits = CircuitStore.connect(
+            redis_url, keys=self._keys, max_connections=max_connections,
+            settings=binding.settings,
+        )  # fmt: skip
         effects = CircuitEffects(
-            self._circuits, self._store, circuit_binding(installation_key),
+            self._circuits, self._store, binding,
             observer=circuit_metrics(), on_released=self._released,
         )  # fmt: skip
         self._service = RouteService(

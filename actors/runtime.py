@@ -53,11 +53,14 @@ from actors.embedded_redis import EmbeddedRedis
 from actors.hash_ring import DEFAULT_VIRTUAL_NODES, HashRing
 from actors.host_batch import BatcherPool
 from actors.keys import DEFAULT_PREFIX, KeySpace, valid_route_id
+from actors.route_circuit_effects import INSTALLATION_KEY_ENV
+from actors.route_circuits import DEFAULT_PROBE_TTL_S
 from actors.route_commands import RouteSettings
 from actors.route_handle import RouteHandle, committed_by_retry
 from actors.route_host import RouteHost
 from actors.routes_store import DEFAULT_EVENTS_MAXLEN
-from actors.workers import DEFAULT_WORKER_COUNT, WorkerPool
+from actors.workers import DEFAULT_WORKER_COUNT, WorkerPool, worker_env
+from circuits import CircuitSettings
 
 __all__ = ["NAMESPACE", "RecoveryRuntime", "RouteHandle", "committed_by_retry", "host_name"]
 
@@ -95,6 +98,12 @@ class RecoveryRuntime:
     utility_ttl_s: int = _ROUTE_DEFAULTS.utility_ttl_s
     ray_cpus: int | None = None  # only for a local Ray this runtime starts
     ray_dashboard: bool | None = None  # likewise; None: Ray's own default
+    # Circuits: the installation key (None: $RECOVERY_INSTALLATION_KEY, else the built-in
+    # one), thresholds and timings, the probe lease's TTL; the hosts and the dispatch
+    # workers use the same key, or they would see different circuits.
+    installation_key: str | None = field(default=None, repr=False)
+    circuit_settings: CircuitSettings = field(default_factory=CircuitSettings)
+    probe_ttl_s: float = DEFAULT_PROBE_TTL_S
     dashboard_url: str | None = field(default=None, init=False, repr=False)
     hosts: list[Any] = field(default_factory=list, init=False, repr=False)
     _ring: HashRing | None = field(default=None, init=False, repr=False)
@@ -113,6 +122,8 @@ class RecoveryRuntime:
         if self.events_maxlen < 1:
             raise ValueError(f"events_maxlen must be >= 1, got {self.events_maxlen}")
         RouteSettings(closed_ttl_s=self.closed_ttl_s, utility_ttl_s=self.utility_ttl_s)
+        if not self.probe_ttl_s > 0:
+            raise ValueError(f"probe_ttl_s must be > 0, got {self.probe_ttl_s}")
         if self.queue_name is None:
             self.queue_name = default_queue_name(self.key_prefix)
 
@@ -127,6 +138,8 @@ class RecoveryRuntime:
             worker_paths=config.worker_paths, events_maxlen=config.events_maxlen,
             closed_ttl_s=config.closed_ttl_s, utility_ttl_s=config.utility_ttl_s,
             ray_cpus=config.ray_cpus, ray_dashboard=config.ray_dashboard,
+            installation_key=config.installation_key,
+            circuit_settings=config.circuit_settings(), probe_ttl_s=config.circuit_probe_ttl_s,
         )  # fmt: skip
 
     @property
@@ -156,6 +169,8 @@ class RecoveryRuntime:
                 host_id, self._url, self.key_prefix, dispatcher=self.dispatcher,
                 queue_name=self.queue, events_maxlen=self.events_maxlen,
                 closed_ttl_s=self.closed_ttl_s, utility_ttl_s=self.utility_ttl_s,
+                installation_key=self.installation_key,
+                circuit_settings=self.circuit_settings, probe_ttl_s=self.probe_ttl_s,
             )
             for index, host_id in enumerate(host_ids)
         ]  # fmt: skip
@@ -164,10 +179,18 @@ class RecoveryRuntime:
         if self.dispatcher is not None:
             self.workers = WorkerPool(
                 self._url, self.queue, count=self.worker_count,
-                name_prefix=f"{self.key_prefix}-worker", extra_paths=self.worker_paths,
+                name_prefix=f"{self.key_prefix}-worker", env=self._worker_env(),
                 on_death=self._worker_died,
             ).start()  # fmt: skip
         return self
+
+    def _worker_env(self) -> dict[str, str]:
+        """The workers' environment: importable paths, and the installation key their
+        dispatch jobs fingerprint circuits with (the hosts' key)."""
+        env = worker_env(self.worker_paths)
+        if self.installation_key is not None:
+            env[INSTALLATION_KEY_ENV] = self.installation_key
+        return env
 
     def reconcile(self) -> ReconcileReport:
         """One reconciliation pass over the pending dispatches (actors/dispatch.py)."""

@@ -15,8 +15,10 @@ from actors.config import (
     RuntimeConfig,
     load_config,
 )
+from actors.route_circuits import DEFAULT_PROBE_TTL_S
 from actors.routes_store import DEFAULT_EVENTS_MAXLEN
 from actors.runtime import RecoveryRuntime
+from circuits import CircuitSettings
 
 
 def write_toml(folder: Path, text: str) -> Path:
@@ -257,3 +259,93 @@ def test_a_runtime_built_from_a_config_carries_every_setting() -> None:
 def test_a_runtime_from_the_default_config_uses_the_prefixed_dispatch_queue() -> None:
     runtime = RecoveryRuntime.from_config(load_config(None, {"RECOVERY_KEY_PREFIX": "p2"}))
     assert runtime.queue == "p2-dispatch"
+
+
+CIRCUIT_ENV = {
+    "RECOVERY_INSTALLATION_KEY": "install-7",
+    "RECOVERY_CIRCUIT_TRANSIENT_THRESHOLD": "5",
+    "RECOVERY_CIRCUIT_TRANSIENT_WINDOW_S": "30.5",
+    "RECOVERY_CIRCUIT_MIN_DISTINCT_ROUTES": "3",
+    "RECOVERY_CIRCUIT_INITIAL_BACKOFF_S": "10",
+    "RECOVERY_CIRCUIT_MAX_BACKOFF_S": "600",
+    "RECOVERY_CIRCUIT_PROBE_TTL_S": "45",
+}
+
+
+def test_circuit_settings_default_to_the_designed_thresholds_and_timings() -> None:
+    config = load_config(None, {})
+    assert config.circuit_settings() == CircuitSettings()
+    assert config.circuit_probe_ttl_s == DEFAULT_PROBE_TTL_S
+    assert config.installation_key is None
+
+
+def test_circuit_settings_come_from_the_file_and_the_environment_over_it(tmp_path: Path) -> None:
+    path = write_toml(
+        tmp_path,
+        """
+        installation_key = "from-file"
+        circuit_transient_threshold = 4
+        circuit_transient_window_s = 90
+        circuit_min_distinct_routes = 1
+        circuit_initial_backoff_s = 5.5
+        circuit_max_backoff_s = 120
+        circuit_probe_ttl_s = 60
+        """,
+    )
+    from_file = load_config(path, {})
+    assert from_file.installation_key == "from-file"
+    assert from_file.circuit_settings() == CircuitSettings(
+        transient_threshold=4, transient_window_s=90, min_distinct_routes=1,
+        initial_backoff_s=5.5, max_backoff_s=120,
+    )  # fmt: skip
+    assert from_file.circuit_probe_ttl_s == 60
+    overridden = load_config(path, CIRCUIT_ENV)
+    assert overridden.installation_key == "install-7"
+    assert (overridden.circuit_transient_threshold, overridden.circuit_max_backoff_s) == (5, 600)
+    assert overridden.circuit_probe_ttl_s == 45
+
+
+def test_the_installation_key_is_never_shown_in_the_configuration_repr() -> None:
+    config = load_config(None, {"RECOVERY_INSTALLATION_KEY": "very-secret-key"})
+    assert config.installation_key == "very-secret-key"
+    assert "very-secret-key" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "reason"),
+    [
+        ("RECOVERY_CIRCUIT_TRANSIENT_THRESHOLD", "0", INTEGER + "'0'"),
+        ("RECOVERY_CIRCUIT_MIN_DISTINCT_ROUTES", "two", INTEGER + "'two'"),
+        ("RECOVERY_CIRCUIT_TRANSIENT_WINDOW_S", "soon", "must be a number of seconds > 0"),
+        ("RECOVERY_CIRCUIT_INITIAL_BACKOFF_S", "-1", "must be a number of seconds > 0, got '-1'"),
+        ("RECOVERY_CIRCUIT_MAX_BACKOFF_S", "inf", "must be a number of seconds > 0, got 'inf'"),
+        ("RECOVERY_CIRCUIT_PROBE_TTL_S", "0", "must be a number of seconds > 0, got '0'"),
+        ("RECOVERY_CIRCUIT_TRANSIENT_THRESHOLD", "5000", "less than or equal to 1000"),
+        ("RECOVERY_CIRCUIT_TRANSIENT_WINDOW_S", "100000", "less than or equal to 86400"),
+        ("RECOVERY_CIRCUIT_MAX_BACKOFF_S", "30", "max_backoff_s 30.0 is below initial_backoff_s"),
+    ],
+)
+def test_a_bad_circuit_variable_names_the_variable_the_setting_and_the_value(
+    variable: str, value: str, reason: str
+) -> None:
+    error = config_error(None, {variable: value})
+    assert str(error).startswith(f"{variable}: ")
+    assert reason in str(error)
+    assert (error.source, error.field, error.value) == (variable, ENVIRONMENT[variable], value)
+
+
+def test_backoffs_out_of_order_in_a_file_name_the_file_and_the_cap(tmp_path: Path) -> None:
+    path = write_toml(tmp_path, "circuit_initial_backoff_s = 900\ncircuit_max_backoff_s = 300\n")
+    error = config_error(path, {})
+    assert str(error).startswith(f"{path}: circuit_max_backoff_s: ")
+    assert (error.field, error.value) == ("circuit_max_backoff_s", 300)
+
+
+def test_a_runtime_from_a_config_carries_the_circuit_settings_to_hosts_and_workers() -> None:
+    config = load_config(None, CIRCUIT_ENV)
+    runtime = RecoveryRuntime.from_config(config)
+    assert runtime.installation_key == "install-7"
+    assert runtime.circuit_settings == config.circuit_settings()
+    assert runtime.probe_ttl_s == 45
+    assert runtime._worker_env()["RECOVERY_INSTALLATION_KEY"] == "install-7"
+    assert "install-7" not in repr(runtime)
