@@ -39,8 +39,8 @@ def register(commands: Any) -> None:
     demo.add_argument("--sessions", type=_positive_int, default=200, help="fleet size (200)")
     demo.add_argument("--seed", type=int, default=7, help="seed of the sessions' draws (7)")
     demo.add_argument(
-        "--duration", type=_positive_float, default=40.0, metavar="S",
-        help="seconds during which sessions start turns; then the fleet drains (40)",
+        "--duration", type=_positive_float, default=20.0, metavar="S",
+        help="seconds during which sessions start turns; then the fleet drains (20)",
     )  # fmt: skip
     demo.add_argument(
         "--drain-timeout", type=_positive_float, default=80.0, metavar="S",

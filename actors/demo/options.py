@@ -15,7 +15,7 @@ DEFAULT_CORPUS: Final = PROJECT_ROOT / "bench" / "data" / "real_errors.dev.jsonl
 class DemoOptions:
     sessions: int = 200
     seed: int = 7
-    duration_s: float = 40.0
+    duration_s: float = 20.0
     drain_timeout_s: float = 80.0
     hosts: int = 2
     workers: int = 2

@@ -39,11 +39,18 @@ from actors.demo.progress import ProgressDisplay, read_view
 from actors.demo.report import build_report
 from actors.demo.turns import SessionScript
 from actors.runtime import NAMESPACE, RecoveryRuntime
+from circuits import CircuitSettings
 
 REFRESH_S: Final = 0.5
+# Circuits open for seconds, not minutes, so the fleet finishes (production: 60 s
+# doubling to 1 h, a 300 s probe lease).
+DEMO_CIRCUITS: Final = CircuitSettings(initial_backoff_s=1.0, max_backoff_s=4.0)
+DEMO_PROBE_TTL_S: Final = 5.0
 NOTES: Final = (
     "timing hints of corpus evidence rewritten to a few seconds ahead (rate limits 1-4 s, "
     "quota resets 2-5 s) so the fleet finishes",
+    "circuits open for 1 s doubling to 4 s and a probe lease lasts 5 s (production: 60 s "
+    "doubling to 1 h, 300 s)",
     "ACP turns: recorded captures of tests/acp_agent.py replayed in-process through "
     "catalogue.acp.AcpReplay (the recovery acp-replay path), not live agent subprocesses",
 )
@@ -63,6 +70,7 @@ def run_demo(options: DemoOptions, console: Console | None) -> dict[str, Any]:
     runtime = RecoveryRuntime(
         data_dir=data_dir, host_count=options.hosts, key_prefix=f"demo-{uuid.uuid4().hex[:8]}",
         dispatcher=DISPATCHER_PATH, worker_count=options.workers,
+        circuit_settings=DEMO_CIRCUITS, probe_ttl_s=DEMO_PROBE_TTL_S,
     )  # fmt: skip
     try:
         runtime.start()

@@ -28,7 +28,7 @@ from catalogue import Classification, Evidence
 from policy import Candidate, TurnEvidence
 
 FAIL_FIRST: Final = 0.5  # chance that a turn's first attempt fails
-FAIL_AGAIN: Final = 0.4  # chance that a later attempt fails (bursts aside)
+FAIL_AGAIN: Final = 0.3  # chance that a later attempt fails (bursts aside)
 MAX_BURST_EXTRA: Final = 2
 
 ACP_CURSOR_RESET: Final = "acp:cursor_retriable"
