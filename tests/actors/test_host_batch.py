@@ -20,14 +20,21 @@ class FakeMethod:
     answer: Callable[[list[BatchItem]], list[Any]]
     batches: list[list[BatchItem]] = field(default_factory=list)
     gate: asyncio.Event | None = None
+    sent: asyncio.Event | None = None
+    answered: int = 0
+    answered_before_send: list[int] = field(default_factory=list)
 
     def remote(self, items: list[BatchItem]) -> Any:
         self.batches.append(list(items))
+        self.answered_before_send.append(self.answered)
+        if self.sent is not None:
+            self.sent.set()
         return self._answer(list(items))
 
     async def _answer(self, items: list[BatchItem]) -> list[Any]:
         if self.gate is not None:
             await self.gate.wait()
+        self.answered += 1
         return self.answer(items)
 
 
@@ -70,18 +77,18 @@ def test_calls_made_while_batches_are_in_flight_wait_for_the_next_batch() -> Non
     host = FakeHost(FakeMethod(echo, gate=None))
 
     async def main() -> None:
-        host.run_batch.gate = gate
+        sent = asyncio.Event()
+        host.run_batch.gate, host.run_batch.sent = gate, sent
         batcher = HostBatcher(host, max_in_flight=1)
         first = asyncio.ensure_future(batcher.call("a", ReadSnapshot()))
-        await asyncio.sleep(0)  # let the first batch leave
+        await asyncio.wait_for(sent.wait(), timeout=5)  # the first batch has left
         later = [asyncio.ensure_future(batcher.call(f"b{i}", ReadSnapshot())) for i in range(5)]
-        await asyncio.sleep(0)
-        assert len(host.run_batch.batches) == 1, "one batch in flight, the rest gather"
-        gate.set()
+        gate.set()  # the in-flight batch answers after the five calls have queued
         await asyncio.gather(first, *later)
 
     asyncio.run(main())
     assert [len(batch) for batch in host.run_batch.batches] == [1, 5]
+    assert host.run_batch.answered_before_send == [0, 1], "sent only once the first answered"
 
 
 def test_an_items_error_is_raised_to_its_caller_only() -> None:
