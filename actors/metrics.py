@@ -10,6 +10,10 @@ so importing this module costs nothing and a process outside Ray records into no
     recovery_route_pending_timers{host}                       armed in-process timers
     recovery_timer_lateness_seconds                           fire time - deadline
     recovery_dispatch_enqueued_total                          dispatch jobs handed to rq
+    recovery_dispatch_enqueue_seconds                         retrying write -> job enqueued
+                                                              (the dispatcher call itself runs
+                                                              in an rq worker, outside Ray: its
+                                                              times are in the dispatch ledger)
     recovery_circuit_state_changes_total{state}               circuit changes, by new state
     recovery_circuit_probes_total{outcome}                    granted, denied, succeeded,
                                                               failed, abandoned
@@ -61,6 +65,7 @@ class RouteMetrics:
     pending_timers: Gauge
     timer_lateness: Histogram
     dispatches: Counter
+    dispatch_enqueue: Histogram
 
     def transition(self, snapshot: RouteSnapshot) -> None:
         self.transitions.inc(1, tags={"state": snapshot.state})
@@ -114,6 +119,11 @@ def route_metrics() -> RouteMetrics:
         dispatches=Counter(
             "recovery_dispatch_enqueued_total",
             description="Dispatch jobs handed to rq for routes that became retrying.",
+        ),
+        dispatch_enqueue=Histogram(
+            "recovery_dispatch_enqueue_seconds",
+            description="From a route's retrying write to its dispatch job on the rq queue.",
+            boundaries=LATENESS_BOUNDARIES,
         ),
     )
 

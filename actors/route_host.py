@@ -381,9 +381,13 @@ class RouteHost:
         except (RedisError, RecoveryError) as error:  # reconciliation enqueues them later
             log.warning("dispatch of %d routes not enqueued: %s", len(retrying), error)
             return
-        enqueued = sum(1 for job in jobs if job is not None)
+        enqueued = [s for s, job in zip(retrying, jobs, strict=True) if job is not None]
         if enqueued:  # Ray's Counter.inc refuses 0
-            self._metrics.dispatches.inc(enqueued)
+            self._metrics.dispatches.inc(len(enqueued))
+        now = self._clock.now()
+        for snapshot in enqueued:
+            if snapshot.updated_at is not None:
+                self._metrics.dispatch_enqueue.observe((now - snapshot.updated_at).total_seconds())
 
     async def _dispatched(self, snapshot: RouteSnapshot) -> RouteSnapshot:
         """Enqueue the dispatch of a route Redis says is `retrying`; the snapshot."""

@@ -39,6 +39,9 @@ CIRCUIT_METRICS: Final = (
     "ray_recovery_circuit_probes_total",
     "ray_recovery_circuit_parked",
     "ray_recovery_circuit_released_total",
+    "ray_recovery_dispatch_enqueued_total",
+    "ray_recovery_dispatch_enqueue_seconds",
+    "ray_recovery_timer_lateness_seconds",
 )
 
 
