@@ -149,9 +149,12 @@ def capped_by_circuit(
         candidate.policy, failure, now=context.now, safety=judged.safety,
         retry_ordinal=candidate.retry_budget(error_class), reset_wait_used=True,
     )  # fmt: skip
+    # `spent` is what the policy does once it cannot wait any more; its own reason would
+    # say the budget was used, which it was not: say what actually happened.
     why = (
         f"circuit {park.circuit} is open until {utc_iso(park.until)}, beyond the "
-        f"{decision.kind} horizon {utc_iso(horizon)}; {spent.reason}"
+        f"{decision.kind} horizon {utc_iso(horizon)}: the policy cannot wait that long, "
+        f"so {spent.kind} ({failure.code}, {error_class})"
     )
     exhausted = spent.model_copy(update={"reason": why})
     usage = snapshot.cycle.to_usage().after(candidate.id, error_class, exhausted)

@@ -109,8 +109,11 @@ class Rig:
 
 
 def bench_profile() -> DynamicProfile:
-    """The seed profile: transient retries 3 x from 5 s then skip; a second candidate."""
-    retry = RetryPolicy(enabled=True, max_retries=3, initial_interval_seconds=5)
+    """Transient retries 5 x from 30 s, then skip; a second candidate. The burst opens the
+    provider's circuit (an outage is exactly this), and these retries outlast its first
+    open period, so every report ends in retry_wait: a plain retry before the circuit
+    opens, a park on it (reason circuit_open) after."""
+    retry = RetryPolicy(enabled=True, max_retries=5, initial_interval_seconds=30)
     reset = WaitForResetPolicy(enabled=True, max_wait_seconds=300)
     transient = ClassPolicy(
         retry=retry, wait_for_reset=WaitForResetPolicy.disabled(), on_exhausted=Outcome.SKIP

@@ -172,6 +172,8 @@ def test_a_reset_wait_beyond_max_wait_stops_when_the_policy_stops() -> None:
     assert stopped.state == "action_required"
     assert stopped.reason is not None
     assert "beyond the wait_for_reset horizon" in stopped.reason
+    assert "the policy cannot wait that long, so stop (quota_limited, hard)" in stopped.reason
+    assert "used" not in stopped.reason, "nothing was used up: the circuit outlasts the wait"
 
 
 @pytest.mark.parametrize(("open_s", "parks"), [(200, True), (210, True), (240, False)])
