@@ -218,10 +218,13 @@ class RouteStore:
         return [decode_schedule(_texts(raw)) for raw in hashes if raw]
 
     async def _hashes(self, keys: Sequence[str], operation: str) -> list[dict[Any, Any]]:
-        """HGETALL of every key, in one pipeline, in order."""
+        """HGETALL of every key, in one pipeline, in order (one key: a plain command,
+        which costs redis-py about half a pipeline's overhead)."""
         if not keys:
             return []
         try:
+            if len(keys) == 1:
+                return [await self._client.hgetall(keys[0])]
             async with self._client.pipeline(transaction=False) as pipe:
                 for key in keys:
                     pipe.hgetall(key)
@@ -254,6 +257,8 @@ class RouteStore:
         have been applied (re-read the snapshots)."""
         if not transitions:
             return []
+        if len(transitions) == 1:  # a plain EVALSHA: cheaper than a pipeline of one
+            return [await self._apply_one(transitions[0])]
         at = self._clock.now().astimezone(UTC)
         calls = [
             (self._transition_keys(t), transition_request(t, at, self.events_maxlen))
@@ -271,6 +276,13 @@ class RouteStore:
         except RedisError as error:
             raise _unavailable("apply_many", error) from error
         return [self._outcome(t, reply, at) for t, reply in zip(transitions, replies, strict=True)]
+
+    async def _apply_one(self, transition: Transition) -> TransitionOutcome:
+        """`apply`, with a rejection returned rather than raised (an apply_many item)."""
+        try:
+            return await self.apply(transition)
+        except TransitionRejectedError as rejected:
+            return rejected
 
     def _outcome(self, transition: Transition, reply: Any, at: datetime) -> TransitionOutcome:
         if isinstance(reply, BaseException):
