@@ -26,9 +26,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Final, Self
 
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from actors.circuit_changes import CircuitChanges, LoadedScript, text, unavailable
@@ -36,6 +34,7 @@ from actors.circuit_codec import decode_resource, decode_view
 from actors.circuit_models import CircuitView, ParkOutcome, aware, valid_failure, valid_resource
 from actors.errors import InvalidIdentifierError
 from actors.keys import KeySpace, valid_resource_id, valid_route_id
+from actors.redis_pool import bounded_client
 from circuits import CircuitSettings, CircuitState, CircuitStatus, FailureLike, ResourceKey, machine
 
 DEFAULT_MAX_CONNECTIONS: Final = 16
@@ -74,16 +73,7 @@ class CircuitStore(CircuitChanges):
     ) -> Self:
         """A store with its own bounded, blocking pool (at most `max_connections` commands
         in flight; redis.asyncio opens one connection per in-flight command otherwise)."""
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=timeout_s,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0),
-            decode_responses=True,
-        )
-        client = Redis.from_pool(pool)
+        client = bounded_client(url, max_connections=max_connections, timeout_s=timeout_s)
         return cls(client, keys=keys, settings=settings, owns_client=True, **options)
 
     async def aclose(self) -> None:

@@ -22,9 +22,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Self
 
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, RedisError
 
 from actors.clock import Clock
@@ -34,6 +32,7 @@ from actors.errors import (
     TransitionRejectedError,
 )
 from actors.keys import KeySpace, valid_route_id
+from actors.redis_pool import bounded_client
 from actors.route_codec import (
     decode_attempt,
     decode_event,
@@ -111,16 +110,7 @@ class RouteStore:
     ) -> Self:
         """A store with its own bounded, blocking pool: at most `max_connections`
         commands in flight, the rest wait up to `timeout_s` for a connection."""
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=timeout_s,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0),
-            decode_responses=True,
-        )
-        client = Redis.from_pool(pool)
+        client = bounded_client(url, max_connections=max_connections, timeout_s=timeout_s)
         return cls(client, clock=clock, keys=keys, events_maxlen=events_maxlen, owns_client=True)
 
     async def aclose(self) -> None:

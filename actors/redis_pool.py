@@ -1,0 +1,27 @@
+"""The bounded asyncio Redis client every store in a route host uses.
+
+redis.asyncio opens one connection per in-flight command unless its pool is bounded: a
+blocking pool of `max_connections` makes the rest wait up to `timeout_s`. redis-py's own
+retries are off, so no command is ever resent behind its caller's back (a resent
+transition could be applied after the caller gave up on it).
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+
+def bounded_client(url: str, *, max_connections: int, timeout_s: float) -> Redis:
+    """A text-decoding client on its own bounded, blocking pool, without retries."""
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections,
+        timeout=timeout_s,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 0),
+        decode_responses=True,
+    )
+    return Redis.from_pool(pool)
