@@ -29,7 +29,7 @@ from typing import Any, Final, Self
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from actors.circuit_changes import CircuitChanges, LoadedScript, text, unavailable
+from actors.circuit_changes import CircuitChanges, text, unavailable
 from actors.circuit_codec import decode_resource, decode_view
 from actors.circuit_models import CircuitView, ParkOutcome, aware, valid_failure, valid_resource
 from actors.errors import InvalidIdentifierError
@@ -58,7 +58,6 @@ class CircuitStore(CircuitChanges):
     ) -> None:
         super().__init__(client, keys or KeySpace(), settings or CircuitSettings(), **options)
         self._owns_client = owns_client
-        self.park_many_script = LoadedScript.named("circuit_park_many")
 
     @classmethod
     def connect(
@@ -136,7 +135,7 @@ class CircuitStore(CircuitChanges):
         score = repr(aware("now", now).timestamp())
         keys = [self.keys.circuit(resource_id), self.keys.parked(resource_id)]
         try:
-            reply = await self.run_script(self.park_script, keys, [route_id, score])
+            reply = await self.run_script(self.park_script, keys, [score, route_id])
         except RedisError as error:
             raise unavailable("park", error) from error
         done, status, version, count = reply
@@ -185,7 +184,7 @@ class CircuitStore(CircuitChanges):
         score = repr(aware("now", now).timestamp())
         keys = [self.keys.circuit(resource_id), self.keys.parked(resource_id)]
         try:
-            reply = await self.run_script(self.park_many_script, keys, [score, *members])
+            reply = await self.run_script(self.park_script, keys, [score, *members])
         except RedisError as error:
             raise unavailable("park_many", error) from error
         done, status, version, count = reply

@@ -94,7 +94,7 @@ def park(connection: Redis, keys: KeySpace, resource_id: str, route_id: str, now
     park_script = connection.register_script(script("circuit_park").source)
     circuit_keys = [keys.circuit(resource_id), keys.parked(resource_id)]
     try:
-        reply = park_script(keys=circuit_keys, args=[valid_route_id(route_id), score])
+        reply = park_script(keys=circuit_keys, args=[score, valid_route_id(route_id)])
     except RedisError as error:
         raise unavailable("park", error) from error
     return bool(reply[0])
