@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from types import TracebackType
 from typing import Any, Final, Self
 
 from redis.asyncio import Redis
@@ -34,7 +33,7 @@ from actors.circuit_codec import decode_resource, decode_view
 from actors.circuit_models import CircuitView, ParkOutcome, aware, valid_failure, valid_resource
 from actors.errors import InvalidIdentifierError
 from actors.keys import KeySpace, valid_resource_id, valid_route_id
-from actors.redis_pool import bounded_client
+from actors.redis_pool import OwnsItsClient, bounded_client
 from circuits import CircuitSettings, CircuitState, CircuitStatus, FailureLike, ResourceKey, machine
 
 DEFAULT_MAX_CONNECTIONS: Final = 16
@@ -42,7 +41,7 @@ DEFAULT_TIMEOUT_S: Final = 5.0
 READ_BATCH: Final = 500
 
 
-class CircuitStore(CircuitChanges):
+class CircuitStore(OwnsItsClient, CircuitChanges):
     """Async access to circuits in one Redis, under one key prefix. Reads live here; the
     fenced changes (record_failure, acquire_probe, report_probe, abandon_probe) come from
     CircuitChanges."""
@@ -75,20 +74,8 @@ class CircuitStore(CircuitChanges):
         client = bounded_client(url, max_connections=max_connections, timeout_s=timeout_s)
         return cls(client, keys=keys, settings=settings, owns_client=True, **options)
 
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self.client.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    def _own_client(self) -> Redis:
+        return self.client
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -8,6 +8,9 @@ transition could be applied after the caller gave up on it).
 
 from __future__ import annotations
 
+from types import TracebackType
+from typing import Self
+
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -25,3 +28,28 @@ def bounded_client(url: str, *, max_connections: int, timeout_s: float) -> Redis
         decode_responses=True,
     )
     return Redis.from_pool(pool)
+
+
+class OwnsItsClient:
+    """`aclose` and `async with` for a store that may own its client: an owned client
+    (one `connect` built) is closed with the store; a client handed in is the caller's."""
+
+    _owns_client: bool
+
+    def _own_client(self) -> Redis:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._own_client().aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()

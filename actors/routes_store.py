@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any, Final, Self
 
 from redis.asyncio import Redis
@@ -32,7 +31,7 @@ from actors.errors import (
     TransitionRejectedError,
 )
 from actors.keys import KeySpace, valid_route_id
-from actors.redis_pool import bounded_client
+from actors.redis_pool import OwnsItsClient, bounded_client
 from actors.route_codec import (
     decode_attempt,
     decode_event,
@@ -70,7 +69,7 @@ def _unavailable(operation: str, error: BaseException) -> StoreUnavailableError:
     return StoreUnavailableError(operation, f"{type(error).__name__}: {detail}")
 
 
-class RouteStore:
+class RouteStore(OwnsItsClient):
     """Async access to routes in one Redis, under one key prefix.
 
     The client should come from a bounded pool (`connect` makes one): redis.asyncio opens
@@ -113,20 +112,8 @@ class RouteStore:
         client = bounded_client(url, max_connections=max_connections, timeout_s=timeout_s)
         return cls(client, clock=clock, keys=keys, events_maxlen=events_maxlen, owns_client=True)
 
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    def _own_client(self) -> Redis:
+        return self._client
 
     # Reads
 
