@@ -1,324 +1,36 @@
-"""The runtime's configuration: defaults, then an optional TOML file, then the environment.
+"""Compatibility: `actors.config` moved to `actors.engine.config`; this path keeps working.
 
-`load_config(path, environ)` reads the TOML file at `path` (when `path` is None, the file
-`RECOVERY_CONFIG` names, if set; no file at all is fine), then lets environment variables
-override it, then `flags` (the command line) override both. An empty environment
-variable counts as unset. Every setting, with its TOML key and environment variable:
-
-    TOML key        environment variable       default
-    redis_url       REDIS_URL                  none: an embedded Redis in data_dir
-    ray_address     RAY_ADDRESS                none: a local Ray started for the runtime
-    ray_cpus        RECOVERY_RAY_CPUS          all cores (only for a local Ray)
-    ray_dashboard   RECOVERY_RAY_DASHBOARD     true (only for a local Ray)
-    hosts           RECOVERY_HOSTS             2 route host actors
-    dispatcher      RECOVERY_DISPATCHER        none: no dispatch ("module:callable")
-    workers         RECOVERY_WORKERS           1 rq worker process (with a dispatcher)
-    queue           RECOVERY_QUEUE             <key_prefix>-dispatch
-    worker_paths    RECOVERY_WORKER_PATHS      none (import paths for the workers;
-                                               a TOML list, or os.pathsep-separated)
-    data_dir        RECOVERY_DATA_DIR          ~/.local/state/provider-recovery
-    key_prefix      RECOVERY_KEY_PREFIX        recovery
-    events_maxlen   RECOVERY_EVENTS_MAXLEN     100000 (events stream MAXLEN, approximate)
-    closed_ttl_s    RECOVERY_CLOSED_TTL_S      604800 (7 days: expiry of closed routes)
-    utility_ttl_s   RECOVERY_UTILITY_TTL_S     86400 (1 day: expiry of utility routes)
-    installation_key
-                    RECOVERY_INSTALLATION_KEY  a built-in key (the HMAC key of circuit
-                                               credential fingerprints: every process
-                                               of one installation must share it)
-    circuit_transient_threshold
-                    RECOVERY_CIRCUIT_TRANSIENT_THRESHOLD    3 transient failures open
-    circuit_transient_window_s
-                    RECOVERY_CIRCUIT_TRANSIENT_WINDOW_S     60 (seconds they count within)
-    circuit_min_distinct_routes
-                    RECOVERY_CIRCUIT_MIN_DISTINCT_ROUTES    2 (routes they come from)
-    circuit_initial_backoff_s
-                    RECOVERY_CIRCUIT_INITIAL_BACKOFF_S      60 (first open period; doubles)
-    circuit_max_backoff_s
-                    RECOVERY_CIRCUIT_MAX_BACKOFF_S          3600 (the backoff's cap)
-    circuit_probe_ttl_s
-                    RECOVERY_CIRCUIT_PROBE_TTL_S            300 (a probe lease's lifetime)
-
-The circuit settings are those of circuits.CircuitSettings (DESIGN.md §3); the backoff
-cap must not be below the initial backoff (reported on circuit_max_backoff_s).
-
-Booleans accept true/false, yes/no, on/off, 1/0 (any case) from the environment.
-A bad value raises ConfigError naming its source (the file, the variable or the flag),
-the setting and the value: `RECOVERY_HOSTS: must be an integer >= 1, got 'x'`,
-`config.toml: hosts: must be an integer >= 1, got 0`; a TOML key that is not a setting
-is rejected by name. The dispatcher's shape is checked (`package.module:callable`), never
-imported here: the rq workers import it.
+Kept for code written against the flat layout.
 """
 
-from __future__ import annotations
+from actors.engine.config import (
+    CONFIG_ENV,
+    DEFAULT_DATA_DIR,
+    DEFAULT_HOSTS,
+    ENVIRONMENT,
+    REDIS_SCHEMES,
+    SETTINGS,
+    ConfigError,
+    PositiveInt,
+    PositiveSeconds,
+    RuntimeConfig,
+    load_config,
+    read_toml,
+    setting_env,
+)
 
-import math
-import os
-import re
-import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, Final
-
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-
-from actors.errors import RecoveryError
-from actors.keys import DEFAULT_PREFIX, PREFIX_PATTERN, KeySpace
-from actors.route_circuits import DEFAULT_PROBE_TTL_S
-from actors.route_commands import RouteSettings
-from actors.routes_store import DEFAULT_EVENTS_MAXLEN
-from actors.workers import DEFAULT_WORKER_COUNT
-from circuits import CircuitSettings
-
-CONFIG_ENV: Final = "RECOVERY_CONFIG"
-DEFAULT_HOSTS: Final = 2
-DEFAULT_DATA_DIR: Final = Path("~/.local/state/provider-recovery")
-REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
-_ROUTE_DEFAULTS: Final = RouteSettings()
-_CIRCUIT_DEFAULTS: Final = CircuitSettings()
-_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
-_DOTTED = rf"{_IDENTIFIER}(?:\.{_IDENTIFIER})*"
-_DISPATCHER = re.compile(rf"{_DOTTED}:{_DOTTED}")
-_QUEUE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_TRUE: Final = frozenset({"true", "yes", "on", "1"})
-_FALSE: Final = frozenset({"false", "no", "off", "0"})
-
-
-class ConfigError(RecoveryError):
-    """A setting that cannot be used: `source` is the file, environment variable or flag
-    it came from, `field` the setting (None for the file as a whole), `value` the value."""
-
-    def __init__(self, source: str, field: str | None, value: object, reason: str) -> None:
-        self.source = source
-        self.field = field
-        self.value = value
-        self.reason = reason
-        # A variable or a flag names its setting already; a file does not.
-        names_field = field is None or source in ENVIRONMENT or source.startswith("--")
-        where = source if names_field else f"{source}: {field}"
-        super().__init__(f"{where}: {reason}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.source, self.field, self.value, self.reason))
-
-
-# Value parsers: each takes what a TOML file (typed) or the environment (text) gives and
-# returns the setting's value, or raises ValueError saying what the value must be.
-
-
-def _positive_int(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    if (
-        isinstance(value, str)
-        and value.strip().isascii()
-        and value.strip().isdigit()
-        and int(value) >= 1
-    ):
-        return int(value)
-    raise ValueError(f"must be an integer >= 1, got {value!r}")
-
-
-def _positive_float(value: object) -> float:
-    number: float | None = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            number = None
-    if number is not None and math.isfinite(number) and number > 0:
-        return number
-    raise ValueError(f"must be a number of seconds > 0, got {value!r}")
-
-
-def _boolean(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    raise ValueError(f"must be a boolean (true/false, yes/no, on/off, 1/0), got {value!r}")
-
-
-def _text(value: object) -> str:
-    if isinstance(value, str) and value.strip():
-        return value.strip()
-    raise ValueError(f"must be a non-empty string, got {value!r}")
-
-
-def _redis_url(value: object) -> str:
-    url = _text(value)
-    if not url.startswith(REDIS_SCHEMES):
-        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, got {value!r}")
-    return url
-
-
-def _dispatcher(value: object) -> str:
-    if isinstance(value, str) and _DISPATCHER.fullmatch(value.strip()):
-        return value.strip()
-    raise ValueError(f"must be an import path 'package.module:callable', got {value!r}")
-
-
-def _queue(value: object) -> str:
-    if isinstance(value, str) and _QUEUE.fullmatch(value.strip()):
-        return value.strip()
-    raise ValueError(f"must match [A-Za-z0-9._:-]{{1,128}}, got {value!r}")
-
-
-def _key_prefix(value: object) -> str:
-    if isinstance(value, str):
-        try:
-            return KeySpace(value.strip()).prefix
-        except RecoveryError:
-            pass
-    raise ValueError(f"must match {PREFIX_PATTERN} and not end with ':', got {value!r}")
-
-
-def _path(value: object) -> Path:
-    if isinstance(value, Path):
-        return value
-    return Path(_text(value))
-
-
-def _paths(value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return tuple(part for part in value.split(os.pathsep) if part)
-    if isinstance(value, list | tuple) and all(isinstance(p, str) and p for p in value):
-        return tuple(value)
-    raise ValueError(f"must be a list of folder paths, got {value!r}")
-
-
-def _optional(parse: Callable[[object], Any]) -> Callable[[object], Any]:
-    return lambda value: None if value is None else parse(value)
-
-
-PositiveInt = Annotated[int, BeforeValidator(_positive_int)]
-PositiveSeconds = Annotated[float, BeforeValidator(_positive_float)]
-
-
-class RuntimeConfig(BaseModel):
-    """Every setting of a runtime (see the module docstring for sources and defaults)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    redis_url: Annotated[str | None, BeforeValidator(_optional(_redis_url))] = None
-    ray_address: Annotated[str | None, BeforeValidator(_optional(_text))] = None
-    ray_cpus: Annotated[int | None, BeforeValidator(_optional(_positive_int))] = None
-    ray_dashboard: Annotated[bool, BeforeValidator(_boolean)] = True
-    hosts: PositiveInt = DEFAULT_HOSTS
-    dispatcher: Annotated[str | None, BeforeValidator(_optional(_dispatcher))] = None
-    workers: PositiveInt = DEFAULT_WORKER_COUNT
-    queue: Annotated[str | None, BeforeValidator(_optional(_queue))] = None
-    worker_paths: Annotated[tuple[str, ...], BeforeValidator(_paths)] = ()
-    data_dir: Annotated[Path, BeforeValidator(_path)] = DEFAULT_DATA_DIR
-    key_prefix: Annotated[str, BeforeValidator(_key_prefix)] = DEFAULT_PREFIX
-    events_maxlen: PositiveInt = DEFAULT_EVENTS_MAXLEN
-    closed_ttl_s: PositiveInt = _ROUTE_DEFAULTS.closed_ttl_s
-    utility_ttl_s: PositiveInt = _ROUTE_DEFAULTS.utility_ttl_s
-    installation_key: Annotated[str | None, BeforeValidator(_optional(_text))] = Field(
-        default=None, repr=False
-    )
-    circuit_transient_threshold: PositiveInt = _CIRCUIT_DEFAULTS.transient_threshold
-    circuit_transient_window_s: PositiveSeconds = _CIRCUIT_DEFAULTS.transient_window_s
-    circuit_min_distinct_routes: PositiveInt = _CIRCUIT_DEFAULTS.min_distinct_routes
-    circuit_initial_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.initial_backoff_s
-    circuit_max_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.max_backoff_s
-    circuit_probe_ttl_s: PositiveSeconds = DEFAULT_PROBE_TTL_S
-
-    def circuit_settings(self) -> CircuitSettings:
-        """The circuits' thresholds and timings (checked together when loaded)."""
-        return CircuitSettings(
-            transient_threshold=self.circuit_transient_threshold,
-            transient_window_s=self.circuit_transient_window_s,
-            min_distinct_routes=self.circuit_min_distinct_routes,
-            initial_backoff_s=self.circuit_initial_backoff_s,
-            max_backoff_s=self.circuit_max_backoff_s,
-            max_recent_failures=max(
-                _CIRCUIT_DEFAULTS.max_recent_failures, self.circuit_transient_threshold
-            ),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class _Given:
-    """One setting's value and where it came from."""
-
-    value: object
-    source: str
-
-
-def setting_env(name: str) -> str:
-    """The environment variable of setting `name`."""
-    return _ENV_NAMES.get(name, f"RECOVERY_{name.upper()}")
-
-
-_ENV_NAMES: Final = {"redis_url": "REDIS_URL", "ray_address": "RAY_ADDRESS"}
-SETTINGS: Final = tuple(RuntimeConfig.model_fields)
-ENVIRONMENT: Final = {setting_env(name): name for name in SETTINGS}
-
-
-def load_config(
-    path: Path | None,
-    environ: Mapping[str, str],
-    *,
-    flags: Mapping[str, object] | None = None,
-) -> RuntimeConfig:
-    """Defaults < the TOML file < the environment < `flags` (setting name -> value, None
-    for a flag not given; reported as `--setting-name`)."""
-    given: dict[str, _Given] = {}
-    if path is None and environ.get(CONFIG_ENV):
-        path = Path(environ[CONFIG_ENV])
-    if path is not None:
-        source = str(path)
-        given.update({name: _Given(v, source) for name, v in read_toml(path).items()})
-    for variable, name in ENVIRONMENT.items():
-        if environ.get(variable, "").strip():
-            given[name] = _Given(environ[variable], variable)
-    for name, value in (flags or {}).items():
-        if value is not None:
-            given[name] = _Given(value, "--" + name.replace("_", "-"))
-    return _validated(given)
-
-
-def read_toml(path: Path) -> dict[str, object]:
-    """The settings in a TOML file; ConfigError for an unreadable file or unknown key."""
-    source = str(path)
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ConfigError(source, None, source, f"cannot read: {error.strerror}") from error
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise ConfigError(source, None, source, f"not valid TOML: {error}") from error
-    for key in document:
-        if key not in SETTINGS:
-            known = ", ".join(sorted(SETTINGS))
-            raise ConfigError(source, key, key, f"unknown setting {key!r} (known: {known})")
-    return document
-
-
-def _validated(given: Mapping[str, _Given]) -> RuntimeConfig:
-    try:
-        config = RuntimeConfig(**{name: item.value for name, item in given.items()})
-    except ValidationError as error:
-        first = error.errors()[0]
-        name = str(first["loc"][0])
-        cause = first.get("ctx", {}).get("error")
-        reason = str(cause) if cause is not None else first["msg"]
-        raise ConfigError(given[name].source, name, given[name].value, reason) from None
-    _check_circuits(config, given)
-    return config
-
-
-def _check_circuits(config: RuntimeConfig, given: Mapping[str, _Given]) -> None:
-    """The circuit settings each valid alone, together: pydantic's own limits (a
-    threshold above 1000, a window beyond a day) and the order of the two backoffs."""
-    try:
-        config.circuit_settings()
-    except ValidationError as error:
-        first = error.errors()[0]
-        name = f"circuit_{first['loc'][0]}" if first["loc"] else "circuit_max_backoff_s"
-        cause = first.get("ctx", {}).get("error")
-        reason = str(cause) if cause is not None else first["msg"]
-        item = given.get(name) or _Given(getattr(config, name, None), "defaults")
-        raise ConfigError(item.source, name, item.value, reason.lower()) from None
+__all__ = [
+    "CONFIG_ENV",
+    "DEFAULT_DATA_DIR",
+    "DEFAULT_HOSTS",
+    "ENVIRONMENT",
+    "REDIS_SCHEMES",
+    "SETTINGS",
+    "ConfigError",
+    "PositiveInt",
+    "PositiveSeconds",
+    "RuntimeConfig",
+    "load_config",
+    "read_toml",
+    "setting_env",
+]

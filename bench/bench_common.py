@@ -12,8 +12,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from actors.embedded_redis import EmbeddedRedis
 from actors.keys import KeySpace
+from actors.store.embedded import EmbeddedRedis
 
 
 @dataclass(frozen=True, slots=True)

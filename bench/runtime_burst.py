@@ -18,10 +18,10 @@ from typing import Final
 import ray
 from bench_common import Figure
 
-from actors.route_handle import RouteHandle
-from actors.route_models import RouteSnapshot
-from actors.route_profiles import RouteProfile
-from actors.runtime import RecoveryRuntime
+from actors.hosting.handle import RouteHandle
+from actors.hosting.runtime import RecoveryRuntime
+from actors.routes.models import RouteSnapshot
+from actors.routes.profiles import RouteProfile
 from catalogue import Evidence
 from policy import TurnEvidence
 

@@ -76,12 +76,12 @@ from stampede_phases import (
 )
 from stampede_timeline import release_events, timeline
 
-from actors.circuit_models import CircuitView
-from actors.circuit_store import CircuitStore
 from actors.clock import SystemClock
+from actors.hosting.runtime import RecoveryRuntime
 from actors.keys import KeySpace
-from actors.routes_store import RouteStore
-from actors.runtime import RecoveryRuntime
+from actors.routes.circuit_models import CircuitView
+from actors.store.circuit_store import CircuitStore
+from actors.store.route_store import RouteStore
 from circuits import CircuitStatus, wave_budget
 
 BENCH_DIR: Final = Path(__file__).resolve().parent

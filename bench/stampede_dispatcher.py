@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from rq import get_current_job
 
-from actors.dispatch import ReplayIdentity
+from actors.jobs.dispatcher import ReplayIdentity
 
 LATENCY_S: Final = 0.05
 

@@ -14,15 +14,15 @@ from stampede_dispatcher import records_key
 from stampede_figures import Interval, Sent
 from timer_phases import TRANSPORT_LOST, retry_profile
 
-from actors.circuit_models import CircuitView
-from actors.circuit_store import CircuitStore
 from actors.errors import RecoveryError
+from actors.hosting.handle import RouteHandle
+from actors.hosting.runtime import RecoveryRuntime
 from actors.keys import KeySpace
-from actors.route_circuits import REASON_PARKED
-from actors.route_handle import RouteHandle
-from actors.route_models import RouteSnapshot
-from actors.routes_store import RouteStore
-from actors.runtime import RecoveryRuntime
+from actors.routes.circuit_board import REASON_PARKED
+from actors.routes.circuit_models import CircuitView
+from actors.routes.models import RouteSnapshot
+from actors.store.circuit_store import CircuitStore
+from actors.store.route_store import RouteStore
 from catalogue import Evidence, EvidenceKind
 from circuits import CircuitStatus
 from policy import (

@@ -21,12 +21,12 @@ from bench_common import ms, percentile
 from redis.asyncio import Redis
 
 from actors.errors import RecoveryError
-from actors.host_memory import HostMemory
+from actors.hosting.handle import RouteHandle
+from actors.hosting.memory import HostMemory
+from actors.hosting.runtime import RecoveryRuntime
 from actors.keys import KeySpace
-from actors.route_handle import RouteHandle
-from actors.route_models import RouteSnapshot
-from actors.routes_store import RouteStore
-from actors.runtime import RecoveryRuntime
+from actors.routes.models import RouteSnapshot
+from actors.store.route_store import RouteStore
 from catalogue import Evidence, EvidenceKind
 from policy import (
     Candidate,

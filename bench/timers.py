@@ -70,11 +70,11 @@ from timer_phases import (
 )
 
 from actors.clock import SystemClock
-from actors.host_memory import HostMemory
+from actors.hosting.handle import RouteHandle
+from actors.hosting.memory import HostMemory
+from actors.hosting.runtime import RecoveryRuntime
 from actors.keys import KeySpace
-from actors.route_handle import RouteHandle
-from actors.routes_store import RouteStore
-from actors.runtime import RecoveryRuntime
+from actors.store.route_store import RouteStore
 
 INTERVALS_S: Final = (1, 2, 3)
 CRASH_INTERVALS_S: Final = (2, 3, 4)  # the burst of reports takes ~1 s here: 1-3 s left

@@ -47,15 +47,15 @@ from bench_common import Figure, chunks, delete_keys, ms, percentile, redis_url
 from redis.asyncio import Redis
 
 from actors.clock import SystemClock
+from actors.engine.service import RouteService
+from actors.hosting.runtime import RecoveryRuntime
 from actors.keys import KeySpace
-from actors.route_codec import transition_request
-from actors.route_commands import ReportFailure, RouteContext, RouteSettings
-from actors.route_models import RouteSnapshot, Transition
-from actors.route_service import RouteService
-from actors.route_transitions import plan
-from actors.routes_store import DEFAULT_EVENTS_MAXLEN, RouteStore
-from actors.runtime import RecoveryRuntime
-from actors.scripts import script
+from actors.routes.commands import ReportFailure, RouteContext, RouteSettings
+from actors.routes.models import RouteSnapshot, Transition
+from actors.routes.plan import plan
+from actors.store.route_codec import transition_request
+from actors.store.route_store import DEFAULT_EVENTS_MAXLEN, RouteStore
+from actors.store.scripts import script
 from catalogue import Evidence, EvidenceKind
 from policy import (
     Candidate,

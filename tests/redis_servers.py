@@ -19,7 +19,7 @@ from pathlib import Path
 
 import redis
 
-from actors.embedded_redis import EmbeddedRedis, shutdown_client
+from actors.store.embedded import EmbeddedRedis, shutdown_client
 
 READY_LINE = b"Ready to accept connections"
 START_TIMEOUT_S = 20.0

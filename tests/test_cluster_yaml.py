@@ -30,7 +30,7 @@ import ray.autoscaler
 import yaml  # type: ignore[import-untyped]  # PyYAML (a Ray dependency) ships no stubs
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from actors.config import load_config
+from actors.engine.config import load_config
 
 CLUSTER_YAML = Path(__file__).resolve().parents[1] / "cluster.yaml"
 RAY_SCHEMA = Path(ray.autoscaler.__file__).parent / "ray-schema.json"

@@ -19,7 +19,7 @@ from rq import get_current_job
 
 from actors.demo.demo_keys import DemoKeys
 from actors.demo.errors import DemoError
-from actors.dispatch import ReplayIdentity
+from actors.jobs.dispatcher import ReplayIdentity
 
 DISPATCHER_PATH: Final = "actors.demo.dispatcher:dispatch"
 

@@ -19,8 +19,8 @@ import redis
 from actors.demo.demo_keys import DemoKeys
 from actors.demo.dispatcher import DispatchRecord, read_records
 from actors.keys import KeySpace
-from actors.route_codec import decode_attempt, decode_event, decode_schedule
-from actors.route_models import AttemptRecord, RouteEvent, ScheduleEntry
+from actors.routes.models import AttemptRecord, RouteEvent, ScheduleEntry
+from actors.store.route_codec import decode_attempt, decode_event, decode_schedule
 
 PAGE: Final = 1000
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from actors.workers import PROJECT_ROOT
+from actors.jobs.workers import PROJECT_ROOT
 
 DEFAULT_CORPUS: Final = PROJECT_ROOT / "bench" / "data" / "real_errors.dev.jsonl"
 

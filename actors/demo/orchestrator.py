@@ -1,5 +1,5 @@
 """The simulated orchestrator: one asyncio task per session, driving its route through
-the runtime's public route API (actors/route_handle.py) as a real orchestrator would.
+the runtime's public route API (actors/hosting/handle.py) as a real orchestrator would.
 
 A session starts its route on its profile, then runs 2-4 turns. Each attempt of a turn
 runs on the route's current candidate (actors/demo/turns.py says how it ends) and is
@@ -36,8 +36,8 @@ from actors.demo.dispatcher import DispatchRecord
 from actors.demo.profiles import candidate_of, profile_for
 from actors.demo.turns import SessionScript
 from actors.errors import TransitionRejectedError
-from actors.route_handle import RouteHandle
-from actors.route_models import RouteSnapshot
+from actors.hosting.handle import RouteHandle
+from actors.routes.models import RouteSnapshot
 from policy import DynamicProfile
 
 POP_TIMEOUT_S: Final = 1

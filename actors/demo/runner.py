@@ -38,7 +38,7 @@ from actors.demo.orchestrator import DispatchInbox, FleetControl, Session
 from actors.demo.progress import ProgressDisplay, read_view
 from actors.demo.report import build_report
 from actors.demo.turns import SessionScript
-from actors.runtime import NAMESPACE, RecoveryRuntime
+from actors.hosting.runtime import NAMESPACE, RecoveryRuntime
 from circuits import CircuitSettings
 
 REFRESH_S: Final = 0.5

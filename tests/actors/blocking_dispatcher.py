@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from actors.dispatch import ReplayIdentity
+from actors.jobs.dispatcher import ReplayIdentity
 from tests.actors.fake_dispatcher import record_call
 
 HOLD_TIMEOUT_S: Final = 60

@@ -10,7 +10,7 @@ from typing import Any
 
 from fakeredis.aioredis import FakeRedis
 
-from actors.circuit_store import CircuitStore
+from actors.store.circuit_store import CircuitStore
 from circuits import ProbeDenied, ProbeGrant, ResourceKey, credential_fingerprint
 from tests.actors.conftest import Backend
 from tests.circuits.builders import failure

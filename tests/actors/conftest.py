@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from actors.clock import ManualClock
 from actors.keys import KeySpace
-from actors.routes_store import RouteStore
+from actors.store.route_store import RouteStore
 from tests.actors.route_builders import T0
 
 

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from rq import get_current_job
 from rq.job import Job
 
-from actors.dispatch import NotDispatched, ReplayIdentity
+from actors.jobs.dispatcher import NotDispatched, ReplayIdentity
 
 
 def calls_key(prefix: str) -> str:

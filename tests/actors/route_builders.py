@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from actors.route_models import (
+from actors.routes.models import (
     AttemptRecord,
     CallerContext,
     RouteSnapshot,

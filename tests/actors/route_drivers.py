@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from actors.route_commands import FireDue, ReportFailure, Start
-from actors.route_models import CallerContext, RouteSnapshot
-from actors.route_service import RouteService
+from actors.engine.service import RouteService
+from actors.routes.commands import FireDue, ReportFailure, Start
+from actors.routes.models import CallerContext, RouteSnapshot
 from catalogue import Evidence
 from policy import TurnEvidence
 from tests.actors.conftest import Backend

@@ -12,12 +12,12 @@ from datetime import datetime
 from typing import Final
 
 from actors.clock import ManualClock
-from actors.route_codec import applied_snapshot
-from actors.route_commands import CompleteSwitch, RouteCommand, RouteContext, RouteSettings
-from actors.route_models import AttemptRecord, CallerContext, RouteSnapshot, Transition
-from actors.route_profiles import RouteProfile
-from actors.route_service import RouteService
-from actors.route_transitions import plan
+from actors.engine.service import RouteService
+from actors.routes.commands import CompleteSwitch, RouteCommand, RouteContext, RouteSettings
+from actors.routes.models import AttemptRecord, CallerContext, RouteSnapshot, Transition
+from actors.routes.plan import plan
+from actors.routes.profiles import RouteProfile
+from actors.store.route_codec import applied_snapshot
 from catalogue import Evidence
 from policy import (
     Candidate,

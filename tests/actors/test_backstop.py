@@ -1,4 +1,4 @@
-"""The durable backstop of route timers (actors/backstop.py).
+"""The durable backstop of route timers (actors/jobs/backstop.py).
 
 Unit tier (fakeredis[lua]): job ids, the covering second, coalescing through the memo and
 the Redis marker, the host side that arms off the event loop. Integration tier (real Redis,
@@ -31,24 +31,24 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from actors.backstop import (
+from actors.clock import ManualClock
+from actors.engine.service import RouteService
+from actors.hosting.runtime import RecoveryRuntime
+from actors.jobs.backstop import connection_url, fire_backstop
+from actors.jobs.backstop_arming import (
     JOB_FUNCTION,
     MARKER_SLACK_S,
     BackstopArmer,
     HostBackstops,
     backstop_job_id,
     backstop_second,
-    connection_url,
-    fire_backstop,
 )
-from actors.clock import ManualClock
-from actors.dispatch import DispatchLedger, dispatch_queue, enqueue_dispatch
+from actors.jobs.ledger import DispatchLedger
+from actors.jobs.queue import dispatch_queue, enqueue_dispatch
 from actors.keys import KeySpace
-from actors.route_commands import RouteSettings
-from actors.route_models import RouteSnapshot
-from actors.route_service import RouteService
-from actors.routes_store import RouteStore
-from actors.runtime import RecoveryRuntime
+from actors.routes.commands import RouteSettings
+from actors.routes.models import RouteSnapshot
+from actors.store.route_store import RouteStore
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix, unique_keys
 from tests.actors.fake_dispatcher import calls_key
@@ -182,7 +182,7 @@ def test_a_redis_error_while_arming_is_logged_and_a_later_cover_arms_again(
         backstops.cover(deadline)
         await backstops.flushed()
 
-    with caplog.at_level(logging.WARNING, logger="actors.backstop"):
+    with caplog.at_level(logging.WARNING, logger="actors.jobs.backstop"):
         asyncio.run(scenario())
     assert any("not armed" in record.getMessage() for record in caplog.records)
     assert len(scheduled_ids(connection)) == 1
@@ -198,7 +198,7 @@ def test_the_connection_url_a_job_derives_reaches_the_same_redis() -> None:
 
 
 def test_the_backstop_job_module_never_imports_ray() -> None:
-    code = "import sys, actors.backstop; print('ray' in sys.modules)"
+    code = "import sys, actors.jobs.backstop; print('ray' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )

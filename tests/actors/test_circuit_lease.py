@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from redis.exceptions import ResponseError
 
-from actors.circuit_codec import apply_request
-from actors.circuit_store import CircuitStore
 from actors.errors import StoreUnavailableError
 from actors.keys import KeySpace
+from actors.store.circuit_codec import apply_request
+from actors.store.circuit_store import CircuitStore
 from circuits import (
     CircuitState,
     CircuitStatus,

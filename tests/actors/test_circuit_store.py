@@ -13,14 +13,14 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from actors.circuit_models import CircuitView, resource_key
-from actors.circuit_store import CircuitStore
 from actors.errors import (
     CircuitConflictError,
     InvalidCircuitInputError,
     InvalidRouteIdError,
     StoreUnavailableError,
 )
+from actors.routes.circuit_models import CircuitView, resource_key
+from actors.store.circuit_store import CircuitStore
 from circuits import (
     CircuitSettings,
     CircuitState,

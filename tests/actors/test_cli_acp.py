@@ -7,8 +7,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from actors.cli import build_parser
-from actors.cli_acp import replay_lines
+from actors.cli.acp import replay_lines
+from actors.cli.main import build_parser
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
 

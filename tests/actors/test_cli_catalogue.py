@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.cli import main
-from actors.cli_catalogue import write_classifications
+from actors.cli.catalogue import write_classifications
+from actors.cli.main import main
 
 CONTRACT_FIELDS = {
     "code", "error_class", "confidence", "rule", "catalogue_version", "scope",

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from actors.cli import main
+from actors.cli.main import main
 from circuits import ResourceKey
 from policy.decisions import utc_iso
 from tests.actors.circuit_fixtures import OTHER, RESOURCE, TTL_S, failure, hard, open_store

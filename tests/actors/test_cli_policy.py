@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from actors.cli import main
-from actors.cli_policy import write_decisions
+from actors.cli.main import main
+from actors.cli.policy import write_decisions
 from tests.policy.builders import NOW, document_json, section_json
 
 DOCUMENT = document_json(

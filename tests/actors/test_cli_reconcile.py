@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from actors.cli import main
-from actors.dispatch import REASON_ABANDONED
+from actors.cli.main import main
+from actors.jobs.reconcile import REASON_ABANDONED
 from tests.actors import test_dispatch
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import T0

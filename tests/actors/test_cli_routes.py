@@ -1,7 +1,7 @@
 """`recovery schedules|routes|route|events`: read-only inspection straight from Redis.
 
 Routes are written through the RouteStore under a unique prefix on the session's real Redis
-(integration tier); the commands then read them back with `actors.cli.main`. The error paths
+(integration tier); the commands then read them back with `actors.cli.main.main`. The error paths
 (no URL, unreachable Redis, a bad route id) need no Redis at all."""
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 import redis
 
-from actors import cli_routes
-from actors.cli import main
-from actors.route_models import RouteEvent, Transition
+from actors.cli.common import connect
+from actors.cli.format import relative, table
+from actors.cli.main import main
+from actors.routes.models import RouteEvent, Transition
+from actors.store.sync_reads import follow_events, last_event_id
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import (
     T0,
@@ -356,12 +358,12 @@ def test_events_count_prints_the_last_events_oldest_first(
 def test_follow_events_emits_new_events_until_stopped(real_backend: Backend) -> None:
     assert real_backend.url is not None
     apply(real_backend, start("r-1"))
-    client = cli_routes.connect(real_backend.url)
-    after = cli_routes.last_event_id(client, real_backend.keys)
+    client = connect(real_backend.url)
+    after = last_event_id(client, real_backend.keys)
     seen: queue.Queue[RouteEvent] = queue.Queue()
     stop = threading.Event()
     follower = threading.Thread(
-        target=cli_routes.follow_events,
+        target=follow_events,
         args=(client, real_backend.keys, after, seen.put),
         kwargs={"stop": stop, "block_ms": 50},
     )
@@ -491,9 +493,9 @@ def test_a_password_in_the_url_is_never_printed(
     ],
 )
 def test_relative_deadlines(offset_s: float, text: str) -> None:
-    assert cli_routes.relative(T0 + timedelta(seconds=offset_s), T0) == text
+    assert relative(T0 + timedelta(seconds=offset_s), T0) == text
 
 
 def test_table_aligns_columns_and_marks_unset_cells() -> None:
-    lines = cli_routes.table(("A", "BB", "C"), [("x", None, "last"), ("long", "y", "")])
+    lines = table(("A", "BB", "C"), [("x", None, "last"), ("long", "y", "")])
     assert lines == ["A     BB  C", "x     -   last", "long  y   -"]

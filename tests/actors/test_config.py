@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.config import (
+from actors.engine.config import (
     CONFIG_ENV,
     DEFAULT_DATA_DIR,
     ENVIRONMENT,
@@ -15,9 +15,9 @@ from actors.config import (
     RuntimeConfig,
     load_config,
 )
-from actors.route_circuits import DEFAULT_PROBE_TTL_S
-from actors.routes_store import DEFAULT_EVENTS_MAXLEN
-from actors.runtime import RecoveryRuntime
+from actors.hosting.runtime import RecoveryRuntime
+from actors.routes.circuit_board import DEFAULT_PROBE_TTL_S
+from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
 from circuits import CircuitSettings
 
 

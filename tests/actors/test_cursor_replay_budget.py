@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from actors.clock import ManualClock
-from actors.route_commands import ReportFailure, Start
-from actors.route_profiles import ConcreteProfile
+from actors.routes.commands import ReportFailure, Start
+from actors.routes.profiles import ConcreteProfile
 from catalogue import Evidence, EvidenceKind
 from catalogue.acp import CURSOR_DIAGNOSTIC
 from tests.actors.route_drivers import fire

@@ -30,9 +30,9 @@ from actors.demo.demo_keys import DemoKeys
 from actors.demo.dispatcher import DISPATCHER_PATH
 from actors.demo.options import DEFAULT_CORPUS, DemoOptions
 from actors.demo.runner import route_id, run_fleet
+from actors.hosting.runtime import RecoveryRuntime
+from actors.jobs.workers import PROJECT_ROOT
 from actors.keys import KeySpace
-from actors.runtime import RecoveryRuntime
-from actors.workers import PROJECT_ROOT
 from tests.actors.conftest import _delete_prefix, unique_keys
 from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
 

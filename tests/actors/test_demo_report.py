@@ -13,7 +13,7 @@ import pytest
 from actors.demo.dispatcher import DispatchRecord
 from actors.demo.facts import RedisFacts, StreamEvent
 from actors.demo.report import build_report, percentile, schedule_fates
-from actors.route_models import RouteEvent, ScheduleEntry
+from actors.routes.models import RouteEvent, ScheduleEntry
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -17,19 +17,13 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from actors.dispatch import (
-    JOB_FUNCTION,
-    REASON_ABANDONED,
-    REASON_AMBIGUOUS,
-    DispatchLedger,
-    dispatch_job_id,
-    dispatch_queue,
-    enqueue_dispatch,
-    reconcile,
-)
-from actors.dispatch_routes import REASON_NOTHING_TO_REEVALUATE, read_route
+from actors.jobs.dispatch import REASON_AMBIGUOUS
+from actors.jobs.dispatch_routes import REASON_NOTHING_TO_REEVALUATE, read_route
+from actors.jobs.ledger import DispatchLedger
+from actors.jobs.queue import JOB_FUNCTION, dispatch_job_id, dispatch_queue, enqueue_dispatch
+from actors.jobs.reconcile import REASON_ABANDONED, reconcile
 from actors.keys import KeySpace
-from actors.route_models import RouteSnapshot
+from actors.routes.models import RouteSnapshot
 from tests.actors.conftest import Backend
 from tests.actors.fake_dispatcher import calls_key
 from tests.actors.route_builders import T0, deadline_reached, in_seconds, retry_wait, start

@@ -19,22 +19,18 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from actors.backstop import backstop_job_id
-from actors.dispatch import (
-    REASON_AMBIGUOUS,
-    REASON_UNLOADABLE,
-    DispatchLedger,
-    dispatch_queue,
-    enqueue_dispatch,
-)
-from actors.dispatch_routes import (
+from actors.engine.service import RouteService
+from actors.jobs.backstop_arming import backstop_job_id
+from actors.jobs.dispatch import REASON_AMBIGUOUS, REASON_UNLOADABLE
+from actors.jobs.dispatch_routes import (
     CAUSE_NOT_DISPATCHED,
     read_route,
     reevaluate_not_dispatched,
 )
-from actors.route_models import AttemptRecord, RouteSnapshot
-from actors.route_profiles import RouteProfile
-from actors.route_service import RouteService
+from actors.jobs.ledger import DispatchLedger
+from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.routes.models import AttemptRecord, RouteSnapshot
+from actors.routes.profiles import RouteProfile
 from policy import Outcome
 from tests.actors.conftest import Backend, raw_state
 from tests.actors.fake_dispatcher import calls_key

@@ -1,4 +1,4 @@
-"""A probe's dispatch job and its circuit lease (actors/dispatch.py, dispatch_routes.py):
+"""A probe's dispatch job and its circuit lease (actors/jobs/dispatch.py, dispatch_routes.py):
 a probe that was not sent (NotDispatched, an unloadable dispatcher) abandons its lease at
 once, and the re-evaluation plans with the circuits (it parks on the reopened circuit and
 joins its parked set); an ambiguous probe leaves the lease to its TTL. Integration tier:
@@ -18,14 +18,15 @@ from rq import SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from actors.circuit_models import CircuitView
-from actors.circuit_store import CircuitStore
-from actors.dispatch import REASON_AMBIGUOUS, dispatch_queue, enqueue_dispatch
-from actors.dispatch_routes import read_route
-from actors.route_circuit_effects import CircuitEffects, circuit_binding
-from actors.route_circuits import REASON_PARKED, candidate_key, covering
-from actors.route_models import RouteSnapshot
-from actors.route_service import RouteService
+from actors.engine.circuit_effects import CircuitEffects, circuit_binding
+from actors.engine.service import RouteService
+from actors.jobs.dispatch import REASON_AMBIGUOUS
+from actors.jobs.dispatch_routes import read_route
+from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.routes.circuit_board import REASON_PARKED, candidate_key, covering
+from actors.routes.circuit_models import CircuitView
+from actors.routes.models import RouteSnapshot
+from actors.store.circuit_store import CircuitStore
 from circuits import CircuitStatus, ResourceKey
 from policy import Outcome, RetryPolicy
 from tests.actors.conftest import Backend

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from actors.hash_ring import HashRing
+from actors.hosting.hash_ring import HashRing
 
 HOSTS = ["host-0", "host-1"]
 ROUTES = [f"session-{index}" for index in range(2000)]
@@ -16,7 +16,7 @@ ROUTES = [f"session-{index}" for index in range(2000)]
 
 def test_every_process_maps_a_route_to_the_same_host() -> None:
     code = (
-        "from actors.hash_ring import HashRing\n"
+        "from actors.hosting.hash_ring import HashRing\n"
         "print(HashRing(['host-0', 'host-1']).node_for('session-7'))"
     )
     other = subprocess.run(

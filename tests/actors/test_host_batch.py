@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from actors.errors import StaleGenerationError
-from actors.host_batch import BatcherPool, BatchItem, HostBatcher, ReadSnapshot
-from actors.route_commands import RetryNow
+from actors.hosting.batcher import BatcherPool, BatchItem, HostBatcher, ReadSnapshot
+from actors.routes.commands import RetryNow
 
 
 @dataclass

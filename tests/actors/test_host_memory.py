@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from actors.hosting.route_host import RouteHost
 from actors.keys import KeySpace
-from actors.route_host import RouteHost
 from tests.actors.conftest import _delete_prefix, unique_keys
 
 pytestmark = pytest.mark.integration

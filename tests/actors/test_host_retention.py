@@ -11,11 +11,13 @@ from contextlib import asynccontextmanager
 import pytest
 from redis.asyncio import Redis
 
+from actors.hosting.route_host import RouteHost
 from actors.keys import KeySpace
-from actors.route_host import RouteHost
-from actors.route_models import CallerContext
-from actors.routes_store import DEFAULT_EVENTS_MAXLEN
+from actors.routes.commands import Close, Start
+from actors.routes.models import CallerContext, RouteSnapshot
+from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
 from tests.actors.conftest import _delete_prefix, unique_keys
+from tests.actors.host_calls import one_call
 from tests.actors.route_scenarios import candidate, profile
 
 pytestmark = pytest.mark.integration
@@ -47,10 +49,13 @@ async def retention_host(redis_url: str, keys: KeySpace) -> AsyncIterator[RouteH
 
 
 async def start(host: RouteHost, route_id: str, caller: CallerContext = "kanban") -> int:
-    snapshot = await host.start(
-        route_id, profile(candidate("claude")), caller=caller, invocation_id=f"inv-{route_id}"
-    )
+    command = Start(profile(candidate("claude")), caller=caller, invocation_id=f"inv-{route_id}")
+    snapshot: RouteSnapshot = await one_call(host, route_id, command)
     return snapshot.generation
+
+
+async def close(host: RouteHost, route_id: str, generation: int) -> None:
+    await one_call(host, route_id, Close(generation))
 
 
 async def ttl(redis_url: str, key: str) -> int:
@@ -66,7 +71,7 @@ def test_a_closed_route_expires_after_the_configured_seconds(
 ) -> None:
     async def scenario() -> int:
         async with retention_host(redis_url, keys) as host:
-            await host.close("done-1", await start(host, "done-1"))
+            await close(host, "done-1", await start(host, "done-1"))
         return await ttl(redis_url, keys.route("done-1"))
 
     assert 0 < asyncio.run(scenario()) <= CLOSED_TTL_S
@@ -90,7 +95,7 @@ def test_the_events_stream_is_trimmed_to_the_configured_length(
         async with retention_host(redis_url, keys) as host:
             for index in range(EVENTS_WRITTEN // 2):  # a start and a close: two events
                 route_id = f"route-{index}"
-                await host.close(route_id, await start(host, route_id))
+                await close(host, route_id, await start(host, route_id))
         client = Redis.from_url(redis_url)
         try:
             return int(await client.xlen(keys.events))

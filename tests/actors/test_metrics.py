@@ -12,8 +12,8 @@ import pytest
 import ray
 
 from actors.errors import StaleGenerationError
+from actors.hosting.runtime import RecoveryRuntime
 from actors.keys import KeySpace
-from actors.runtime import RecoveryRuntime
 from policy import Outcome
 from tests.actors.conftest import _delete_prefix
 from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture

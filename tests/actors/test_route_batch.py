@@ -7,14 +7,15 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from actors.engine.batch import RoundClassifier, rounds
+from actors.engine.service import RouteService
 from actors.errors import (
     InvalidRouteIdError,
     InvalidStateError,
     StaleGenerationError,
     StoreUnavailableError,
 )
-from actors.route_batch import RoundClassifier, rounds
-from actors.route_commands import (
+from actors.routes.commands import (
     FireDue,
     ReportFailure,
     ReportSuccess,
@@ -23,8 +24,7 @@ from actors.route_commands import (
     SkipNow,
     Start,
 )
-from actors.route_models import RouteSnapshot
-from actors.route_service import RouteService
+from actors.routes.models import RouteSnapshot
 from catalogue import classify
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import T0

@@ -19,20 +19,20 @@ from typing import Any, Final, ParamSpec
 
 import pytest
 
-from actors.circuit_models import CircuitView
-from actors.circuit_store import CircuitStore
 from actors.clock import ManualClock
-from actors.route_circuit_effects import CircuitEffects
-from actors.route_circuits import (
+from actors.engine.circuit_effects import CircuitEffects
+from actors.engine.service import RouteService
+from actors.routes.circuit_board import (
     REASON_PARKED,
     CircuitBinding,
     candidate_key,
     covering,
     profile_candidate_key,
 )
-from actors.route_commands import FireDue, ReportFailure, Start
-from actors.route_models import RouteSnapshot
-from actors.route_service import RouteService
+from actors.routes.circuit_models import CircuitView
+from actors.routes.commands import FireDue, ReportFailure, Start
+from actors.routes.models import RouteSnapshot
+from actors.store.circuit_store import CircuitStore
 from circuits import CircuitStatus, ResourceKey, wave_budget
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import T0

@@ -1,4 +1,4 @@
-"""Route planning against circuits (actors/route_circuits.py, actors/route_parking.py):
+"""Route planning against circuits (actors/routes/circuit_board.py, actors/routes/parking.py):
 pure, no Redis. The circuits are a CircuitBoard of views, as a round reads them."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from actors.circuit_models import CircuitView
-from actors.route_circuits import (
+from actors.routes.circuit_board import (
     REASON_PARKED,
     REASON_PROBE,
     REASON_RELEASED,
@@ -17,8 +16,8 @@ from actors.route_circuits import (
     candidate_key,
     covering,
 )
-from actors.route_codec import applied_snapshot
-from actors.route_commands import (
+from actors.routes.circuit_models import CircuitView
+from actors.routes.commands import (
     FireDue,
     ReleaseParked,
     ReportFailure,
@@ -27,8 +26,9 @@ from actors.route_commands import (
     RouteContext,
     Start,
 )
-from actors.route_models import RouteSnapshot
-from actors.route_transitions import plan
+from actors.routes.models import RouteSnapshot
+from actors.routes.plan import plan
+from actors.store.route_codec import applied_snapshot
 from circuits import CircuitState, ProbeGrant, ResourceKey, machine
 from policy import DynamicProfile, Outcome
 from tests.actors.route_builders import T0

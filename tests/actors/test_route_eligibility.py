@@ -1,4 +1,4 @@
-"""Circuits as an eligibility input (actors/route_eligibility.py): a skip or a start
+"""Circuits as an eligibility input (actors/routes/eligibility.py): a skip or a start
 takes a candidate whose circuit is closed; a skip with every remaining candidate open
 parks on one within its policy or stops; a park beyond the decision's own horizon gives
 the policy's on_exhausted. Pure: a CircuitBoard of views, no Redis."""
@@ -10,11 +10,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from actors.circuit_models import CircuitView
-from actors.route_circuits import REASON_PARKED, CircuitBinding, CircuitBoard, covering
-from actors.route_circuits import profile_candidate_key as key_of
-from actors.route_codec import applied_snapshot
-from actors.route_commands import (
+from actors.routes.circuit_board import REASON_PARKED, CircuitBinding, CircuitBoard, covering
+from actors.routes.circuit_board import profile_candidate_key as key_of
+from actors.routes.circuit_models import CircuitView
+from actors.routes.commands import (
     FireDue,
     ReportFailure,
     RouteCommand,
@@ -24,8 +23,9 @@ from actors.route_commands import (
     StartFresh,
     StopRoute,
 )
-from actors.route_models import RouteSnapshot
-from actors.route_transitions import plan
+from actors.routes.models import RouteSnapshot
+from actors.routes.plan import plan
+from actors.store.route_codec import applied_snapshot
 from catalogue import Evidence
 from circuits import CircuitState, ProbeGrant, ResourceKey, machine
 from policy import ClassPolicy, DynamicProfile, Outcome

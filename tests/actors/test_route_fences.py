@@ -10,11 +10,11 @@ import socket
 import pytest
 
 from actors.clock import ManualClock
+from actors.engine.service import RouteService
 from actors.errors import StaleOrdinalError, StoreUnavailableError
-from actors.route_commands import FireDue, RouteContext
-from actors.route_service import RouteService
-from actors.route_transitions import plan
-from actors.routes_store import RouteStore
+from actors.routes.commands import FireDue, RouteContext
+from actors.routes.plan import plan
+from actors.store.route_store import RouteStore
 from tests.actors.conftest import Backend, raw_state
 from tests.actors.route_builders import T0, deadline_reached, in_seconds, retry_wait, start
 from tests.actors.route_scenarios import Session, overloaded, seed_profile

@@ -17,8 +17,8 @@ from actors.errors import (
     StoreUnavailableError,
 )
 from actors.keys import KeySpace
-from actors.route_models import CycleRecord, RouteUpdate, Transition
-from actors.scripts import script
+from actors.routes.models import CycleRecord, RouteUpdate, Transition
+from actors.store.scripts import script
 from catalogue.codes import ErrorClass
 from policy.cycle import CycleUsage
 from tests.actors.route_builders import T0, in_seconds, retry_wait, skip_now, start

@@ -14,8 +14,8 @@ import pytest
 from redis.asyncio import Redis
 
 from actors.clock import ManualClock
+from actors.engine.service import RouteService
 from actors.errors import TransitionRejectedError
-from actors.route_service import RouteService
 from tests.actors.conftest import Backend
 from tests.actors.route_scenarios import Session, overloaded
 

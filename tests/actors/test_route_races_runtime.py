@@ -39,15 +39,17 @@ from rq import Queue
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer
 
-from actors.dispatch import DispatchLedger
 from actors.errors import TransitionRejectedError
+from actors.hosting.runtime import RecoveryRuntime, RouteHandle
+from actors.jobs.ledger import DispatchLedger
 from actors.keys import KeySpace
-from actors.route_codec import decode_attempt, decode_route
-from actors.route_models import AttemptRecord, RouteSnapshot
-from actors.runtime import RecoveryRuntime, RouteHandle
+from actors.routes.commands import FireDue
+from actors.routes.models import AttemptRecord, RouteSnapshot
+from actors.store.route_codec import decode_attempt, decode_route
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
 from tests.actors.fake_dispatcher import calls_key
+from tests.actors.host_calls import one_remote_call
 from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
@@ -126,7 +128,7 @@ def runtime(redis_url: str) -> Iterator[RecoveryRuntime]:
 def contender(race: Round, kind: str, route: RouteHandle) -> Callable[[], Awaitable[Any]]:
     invocation = f"inv-{race.route_id}"
     if kind == "timer":
-        return lambda: route.host.fire_due.remote(race.route_id, 1, 1)
+        return lambda: one_remote_call(route.host, race.route_id, FireDue(1, 1))
     if kind == "manual":
         return lambda: getattr(route, race.manual)(1)
     if race.provider == "report_success":

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from actors.keys import KeySpace
-from actors.routes_store import RouteStore
+from actors.store.route_store import RouteStore
 from tests.actors.conftest import Backend, raw_state
 from tests.actors.route_builders import deadline_reached, in_seconds, retry_wait, start
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from actors.route_models import CallerContext, RouteSnapshot
-from actors.route_profiles import ConcreteProfile
-from actors.route_service import RouteService
+from actors.engine.service import RouteService
+from actors.routes.models import CallerContext, RouteSnapshot
+from actors.routes.profiles import ConcreteProfile
 from policy import Outcome
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import T0, in_seconds

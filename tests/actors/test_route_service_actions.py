@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
+from actors.engine.service import RouteService
 from actors.errors import InvalidStateError, StaleGenerationError
-from actors.route_models import RouteSnapshot
-from actors.route_service import RouteService
+from actors.routes.models import RouteSnapshot
 from policy import Outcome
 from tests.actors.conftest import Backend, raw_state
 from tests.actors.route_builders import in_seconds

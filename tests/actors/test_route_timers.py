@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 
+from actors.engine.timers import Due, RouteTimers
 from actors.errors import StoreUnavailableError
-from actors.route_models import RouteSnapshot
-from actors.route_timers import Due, RouteTimers
+from actors.routes.models import RouteSnapshot
 from tests.actors.route_builders import T0
 
 DEADLINE = T0 + timedelta(seconds=5)

@@ -9,7 +9,7 @@ import pytest
 
 from actors.clock import ManualClock
 from actors.errors import InvalidStateError, NoEligibleCandidateError, StaleGenerationError
-from actors.route_commands import (
+from actors.routes.commands import (
     ReportFailure,
     ReportSuccess,
     Resume,
@@ -17,9 +17,9 @@ from actors.route_commands import (
     SkipNow,
     Start,
 )
-from actors.route_models import CallerContext, RouteSnapshot
-from actors.route_profiles import ConcreteProfile, RouteProfile
-from actors.route_transitions import plan
+from actors.routes.models import CallerContext, RouteSnapshot
+from actors.routes.plan import plan
+from actors.routes.profiles import ConcreteProfile, RouteProfile
 from catalogue import Evidence
 from tests.actors.route_builders import T0, in_seconds
 from tests.actors.route_drivers import R, fail, fire, started

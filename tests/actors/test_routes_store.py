@@ -9,8 +9,8 @@ import pytest
 from fakeredis.aioredis import FakeRedis
 
 from actors.errors import InvalidStateError, StaleGenerationError
-from actors.route_models import RouteSnapshot
-from actors.routes_store import RouteStore
+from actors.routes.models import RouteSnapshot
+from actors.store.route_store import RouteStore
 from tests.actors.conftest import Backend, raw_state
 from tests.actors.route_builders import (
     close,

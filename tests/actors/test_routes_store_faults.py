@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from actors.clock import ManualClock
-from actors.embedded_redis import EmbeddedRedis
 from actors.errors import InvalidRouteIdError, StoreUnavailableError
-from actors.route_models import RouteSnapshot
-from actors.routes_store import RouteStore
+from actors.routes.models import RouteSnapshot
+from actors.store.embedded import EmbeddedRedis
+from actors.store.route_store import RouteStore
 from tests.actors.conftest import Backend, unique_keys
 from tests.actors.route_builders import T0, deadline_reached, in_seconds, retry_wait, start
 

@@ -10,8 +10,8 @@ import pytest
 from redis.asyncio import Redis
 
 from actors.errors import InvalidStateError, StaleGenerationError, TransitionRejectedError
-from actors.route_models import RouteSnapshot
-from actors.routes_store import RouteStore
+from actors.routes.models import RouteSnapshot
+from actors.store.route_store import RouteStore
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import (
     cancel_wait,

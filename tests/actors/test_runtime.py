@@ -17,8 +17,14 @@ import ray
 import redis
 
 from actors.errors import InvalidStateError, StaleGenerationError
+from actors.hosting.runtime import (
+    NAMESPACE,
+    RecoveryRuntime,
+    RouteHandle,
+    committed_by_retry,
+    host_name,
+)
 from actors.keys import KeySpace
-from actors.runtime import NAMESPACE, RecoveryRuntime, RouteHandle, committed_by_retry, host_name
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
 from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture

@@ -18,9 +18,9 @@ from typing import Any, Final
 import pytest
 import redis
 
+from actors.hosting.runtime import RecoveryRuntime, RouteHandle
 from actors.keys import KeySpace
-from actors.route_circuits import REASON_PARKED
-from actors.runtime import RecoveryRuntime, RouteHandle
+from actors.routes.circuit_board import REASON_PARKED
 from circuits import CircuitSettings
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix

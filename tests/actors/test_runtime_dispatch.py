@@ -23,14 +23,17 @@ from rq import Queue
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer
 
-from actors.dispatch import REASON_ABANDONED, DispatchLedger
+from actors.hosting.runtime import NAMESPACE, RecoveryRuntime, RouteHandle, host_name
+from actors.jobs.ledger import DispatchLedger
+from actors.jobs.reconcile import REASON_ABANDONED
+from actors.jobs.workers import wait_registered
 from actors.keys import KeySpace
-from actors.runtime import NAMESPACE, RecoveryRuntime, RouteHandle, host_name
-from actors.workers import wait_registered
+from actors.routes.commands import FireDue
 from policy import DynamicProfile, Outcome
 from tests.actors.blocking_dispatcher import release_key
 from tests.actors.conftest import _delete_prefix
 from tests.actors.fake_dispatcher import calls_key
+from tests.actors.host_calls import one_remote_call
 from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
@@ -116,7 +119,7 @@ def test_a_due_retry_is_dispatched_once_by_a_supervised_rq_worker(
         await wait_for(delivered, TIMEOUT_S)
         assert (await route.snapshot()).state == "retrying"
         # A late timer, a backstop and a reconciliation on the same attempt add nothing.
-        again = await route.host.fire_due.remote("session-1", 1, 1)
+        again = await one_remote_call(route.host, "session-1", FireDue(1, 1))
         assert again.state == "retrying"
         report = runtime.reconcile()
         assert (report.requeued, report.ambiguous, report.left) == ([], [], ["session-1"])

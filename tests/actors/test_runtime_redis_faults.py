@@ -20,12 +20,12 @@ import redis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-from actors.dispatch import DispatchLedger
-from actors.embedded_redis import EmbeddedRedis
 from actors.errors import RecoveryError, StoreUnavailableError
+from actors.hosting.runtime import RecoveryRuntime, RouteHandle
+from actors.jobs.ledger import DispatchLedger
 from actors.keys import KeySpace
-from actors.route_models import RouteSnapshot
-from actors.runtime import RecoveryRuntime, RouteHandle
+from actors.routes.models import RouteSnapshot
+from actors.store.embedded import EmbeddedRedis
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
 from tests.actors.fake_dispatcher import calls_key

@@ -18,10 +18,10 @@ from typing import Final
 import pytest
 import redis
 
-from actors.dispatch import DispatchLedger
+from actors.hosting.runtime import RecoveryRuntime
+from actors.jobs.ledger import DispatchLedger
 from actors.keys import KeySpace
-from actors.route_models import RouteSnapshot
-from actors.runtime import RecoveryRuntime
+from actors.routes.models import RouteSnapshot
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
 from tests.actors.fake_dispatcher import calls_key

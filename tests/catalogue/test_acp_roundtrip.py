@@ -33,7 +33,7 @@ from acp.schema import (
 )
 from acp.stdio import spawn_agent_process
 
-from actors.cli_acp import replay_lines
+from actors.cli.acp import replay_lines
 from catalogue.acp import (
     CURSOR_DIAGNOSTIC,
     AcpTurnObserver,

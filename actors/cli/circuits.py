@@ -1,0 +1,135 @@
+"""`recovery circuits`: every known circuit with its state, open-until, probe holder and
+parked count, read straight from Redis (as `recovery routes` reads routes).
+
+Nothing of the runtime needs to be running: a CircuitStore on `--redis-url` (else
+`REDIS_URL`) reads the index of known circuits under one prefix, then each circuit's hash
+and parked count in pipelined batches (`CircuitStore.all_circuits`).
+Human output is aligned text; `--json` prints one JSON object per line. A problem (no URL,
+Redis unreachable, a bad prefix, unreadable data) is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from actors.cli.common import CliError
+from actors.cli.format import due_in_s, relative, table
+from actors.cli.policy import aware_datetime
+from actors.errors import RecoveryError
+from actors.keys import DEFAULT_PREFIX, KeySpace
+from actors.routes.circuit_models import CircuitView
+from actors.store.circuit_store import CircuitStore
+from policy.decisions import utc_iso
+
+EXIT_ERROR: Final = 2
+TIMEOUT_S: Final = 5.0
+
+
+def register(commands: Any) -> None:
+    command = commands.add_parser(
+        "circuits", help="every provider-resource circuit: state, open-until, probe, parked"
+    )
+    command.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="redis://host:port/db or unix:///path/redis.sock (default: $REDIS_URL)",
+    )
+    command.add_argument(
+        "--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})"
+    )
+    command.add_argument("--json", action="store_true", help="one JSON object per line")
+    command.add_argument(
+        "--now",
+        type=aware_datetime,
+        metavar="TIME",
+        help="reference time for 'in 4 s' / 'overdue 2 s' (default: the current time)",
+    )
+    command.set_defaults(run=run_circuits)
+
+
+def run_circuits(args: argparse.Namespace) -> int:
+    try:
+        keys = KeySpace(args.prefix)  # an invalid prefix fails before connecting
+        url = args.redis_url or os.environ.get("REDIS_URL")
+        if not url:
+            raise CliError("no Redis URL: pass --redis-url URL or set REDIS_URL")
+        circuits = asyncio.run(read_circuits(url, keys))
+    except (CliError, RecoveryError) as error:
+        print(f"recovery circuits: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    print_circuits(circuits, keys, args)
+    return 0
+
+
+async def read_circuits(url: str, keys: KeySpace) -> list[CircuitView]:
+    """Every circuit in the index under the prefix, by label, read as the store reads."""
+    try:
+        store = CircuitStore.connect(url, keys=keys, max_connections=2, timeout_s=TIMEOUT_S)
+    except ValueError as error:
+        raise CliError(f"invalid Redis URL: {error}") from None
+    async with store:
+        return await store.all_circuits()
+
+
+def circuit_json(view: CircuitView, now: datetime) -> dict[str, Any]:
+    state = view.state
+    lease = state.lease
+    return {
+        "resource_id": view.resource_id,
+        "label": view.resource.label,
+        "provider": view.resource.provider,
+        "model": view.resource.model,
+        "credential_fingerprint": view.resource.credential_fingerprint,
+        "state": state.status.value,
+        "open_until": None if state.open_until is None else utc_iso(state.open_until),
+        "open_in_s": due_in_s(state.open_until, now),
+        "reason": state.reason,
+        "failures": len(state.recent_failures),
+        "backoff_step": state.failed_probes,
+        "probe_holder": None if lease is None else lease.holder,
+        "lease_expires_at": None if lease is None else utc_iso(lease.expires_at),
+        "parked": view.parked,
+        "version": view.version,
+        "updated_at": None if view.updated_at is None else utc_iso(view.updated_at),
+    }
+
+
+def circuit_rows(circuits: Sequence[CircuitView], now: datetime) -> list[str]:
+    headers = ("RESOURCE", "STATE", "OPEN UNTIL", "DUE", "PROBE HOLDER", "PARKED", "REASON")
+    rows = []
+    for view in circuits:
+        until = view.open_until
+        lease = view.state.lease
+        holder = None if lease is None else f"{lease.holder} (until {when(lease.expires_at)})"
+        due = None if until is None else relative(until, now)
+        rows.append(
+            (view.resource.label, view.status.value, when(until), due, holder, view.parked,
+             view.state.reason)
+        )  # fmt: skip
+    return table(headers, rows)
+
+
+def print_circuits(
+    circuits: Sequence[CircuitView], keys: KeySpace, args: argparse.Namespace
+) -> None:
+    now = args.now.astimezone(UTC) if args.now else datetime.now(UTC)
+    if args.json:
+        for view in circuits:
+            print(json.dumps(circuit_json(view, now), ensure_ascii=False), flush=True)
+        return
+    if not circuits:
+        print(f"no circuits under prefix {keys.prefix!r}")
+        return
+    for line in circuit_rows(circuits, now):
+        print(line)
+
+
+def when(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

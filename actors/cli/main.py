@@ -1,0 +1,51 @@
+"""The `recovery` command line. Subcommands live in small modules beside this one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from actors.cli import acp as cli_acp
+from actors.cli import catalogue as cli_catalogue
+from actors.cli import circuits as cli_circuits
+from actors.cli import demo as cli_demo
+from actors.cli import policy as cli_policy
+from actors.cli import reconcile as cli_reconcile
+from actors.cli import routes as cli_routes
+from actors.cli import top as cli_top
+from actors.cli import up_command as cli_up
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="recovery",
+        description="Provider-error recovery runtime for coding-agent fleets.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cli_catalogue.register(commands)
+    cli_policy.register(commands)
+    cli_routes.register(commands)
+    cli_circuits.register(commands)
+    cli_reconcile.register(commands)
+    cli_acp.register(commands)
+    cli_up.register(commands)
+    cli_demo.register(commands)
+    cli_top.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`); nothing more to say.
+        sys.stderr.close()
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

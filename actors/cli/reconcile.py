@@ -1,0 +1,101 @@
+"""`recovery reconcile`: one reconciliation pass over the pending dispatches.
+
+For every route in `retrying` under the prefix (actors/jobs/dispatch.py, `reconcile`): a
+dispatch that provably never started is enqueued again on the dispatch queue; one that
+started and never finished while its worker is gone (or too long ago) moves its route to
+`action_required`; anything else is left. Prints one JSON line:
+
+    {"prefix": "recovery", "queue": "recovery-dispatch", "requeued": 1, "ambiguous": 0,
+     "left": 2, "routes": {"requeued": ["s-1"], "ambiguous": [], "left": ["s-2", "s-3"]}}
+
+The dispatcher import path comes from `--dispatcher`, else `RECOVERY_DISPATCHER`. A
+problem (no URL or dispatcher, Redis unreachable, a bad prefix) is one line on stderr and
+exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import redis
+
+from actors.errors import RecoveryError
+from actors.jobs.queue import default_queue_name, dispatch_queue
+from actors.jobs.reconcile import reconcile
+from actors.keys import DEFAULT_PREFIX, KeySpace
+
+EXIT_ERROR: Final = 2
+TIMEOUT_S: Final = 5.0
+DISPATCHER_ENV: Final = "RECOVERY_DISPATCHER"
+
+
+class _ProblemError(Exception):
+    """A problem to report on one line of stderr (exit 2)."""
+
+
+def register(commands: Any) -> None:
+    command = commands.add_parser(
+        "reconcile",
+        help="re-enqueue provably undispatched retries, settle ambiguous dispatches",
+    )
+    command.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="redis://host:port/db or unix:///path/redis.sock (default: $REDIS_URL)",
+    )
+    command.add_argument(
+        "--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})"
+    )
+    command.add_argument(
+        "--dispatcher",
+        metavar="MODULE:CALLABLE",
+        help=f"the orchestrator's dispatcher (default: ${DISPATCHER_ENV})",
+    )
+    command.add_argument(
+        "--queue", metavar="NAME", help="the rq dispatch queue (default: <prefix>-dispatch)"
+    )
+    command.set_defaults(run=run_reconcile)
+
+
+def run_reconcile(args: argparse.Namespace) -> int:
+    try:
+        line = reconcile_line(args, datetime.now(UTC))
+    except (_ProblemError, RecoveryError) as error:
+        message = str(error)
+    except redis.RedisError as error:
+        message = f"cannot reach Redis: {str(error) or type(error).__name__}"
+    else:
+        print(line)
+        return 0
+    print(f"recovery reconcile: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def reconcile_line(args: argparse.Namespace, now: datetime) -> str:
+    url = args.redis_url or os.environ.get("REDIS_URL")
+    if not url:
+        raise _ProblemError("no Redis URL: pass --redis-url URL or set REDIS_URL")
+    dispatcher = args.dispatcher or os.environ.get(DISPATCHER_ENV)
+    if not dispatcher:
+        raise _ProblemError(
+            f"no dispatcher: pass --dispatcher MODULE:CALLABLE or set {DISPATCHER_ENV}"
+        )
+    keys = KeySpace(args.prefix)
+    queue_name = args.queue or default_queue_name(keys.prefix)
+    connection = redis.Redis.from_url(
+        url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S
+    )
+    try:
+        report = reconcile(dispatch_queue(connection, queue_name), keys, dispatcher, now=now)
+    finally:
+        connection.close()
+    routes = {"requeued": report.requeued, "ambiguous": report.ambiguous, "left": report.left}
+    summary: dict[str, Any] = {"prefix": keys.prefix, "queue": queue_name}
+    summary.update({name: len(ids) for name, ids in routes.items()})
+    summary["routes"] = routes
+    return json.dumps(summary, separators=(",", ":"))

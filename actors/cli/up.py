@@ -1,0 +1,179 @@
+"""What `recovery up` runs (actors/cli/up_command.py parses its arguments): the recovery runtime in
+the foreground until Ctrl-C or SIGTERM.
+
+The settings come from actors/engine/config.py (defaults < `--config FILE` or `RECOVERY_CONFIG`
+< environment variables < the flags given to `recovery up`). Once the runtime is up it prints one
+line each, in this order and with this wording (tools may wait on them):
+
+    redis: redis://db:6379/0
+    redis: unix:///…/redis.sock (embedded, data in /…; inspect: redis-cli -s /…/redis.sock)
+    ray: 127.0.0.1:6379 (dashboard: http://127.0.0.1:8265)     or (no dashboard)
+    hosts: 2 route hosts (host-0, host-1), key prefix recovery
+    workers: 1 rq worker on queue recovery-dispatch, dispatcher pkg.module:dispatch
+    workers: none (no dispatcher configured)
+    ready: Ctrl-C or SIGTERM stops the runtime
+
+Ctrl-C (SIGINT) and SIGTERM drain the same way: `stopping: <signal> received`, then
+`RecoveryRuntime.shutdown()` (rq workers, hosts, then the embedded Redis and the local Ray
+it started), then `stopped: N schedules left pending in Redis`, exit 0. Pending schedules
+stay in Redis and fire after the next `up`. A Ctrl-C while the runtime is starting is
+honoured as soon as it is up (a SIGTERM then meets Ray's own handler until ours is back:
+Ray exits, and the same shutdown runs on the way out); a second signal while draining is
+ignored, so the drain completes. A bad setting or an unreachable Redis is one line on
+stderr and exit 2, before anything starts; a runtime that fails is drained, reported on
+one line and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from types import FrameType
+from typing import Any, Final
+
+import ray
+import redis
+
+from actors.engine.config import ConfigError, RuntimeConfig, load_config
+from actors.hosting.runtime import RecoveryRuntime
+
+EXIT_FAILED: Final = 1
+EXIT_ERROR: Final = 2
+REDIS_TIMEOUT_S: Final = 5.0
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+class _StopRequestedError(Exception):
+    """Raised by the signal handler into the main thread, which is waiting for it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(name)
+
+
+FLAGS: Final = (
+    "redis_url", "ray_address", "hosts", "dispatcher", "workers", "queue", "data_dir",
+    "key_prefix",
+)  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        flags = {name: getattr(args, name) for name in FLAGS}
+        config = load_config(args.config, os.environ, flags=flags)
+    except ConfigError as error:
+        return _problem(str(error))
+    if config.redis_url is not None:
+        try:
+            check_redis(config.redis_url)
+        except redis.RedisError as error:
+            return _problem(f"cannot reach Redis at {config.redis_url}: {error}")
+    runtime = RecoveryRuntime.from_config(config)
+    failure: str | None = None
+    try:
+        say(f"stopping: {serve(runtime, config)} received")
+    except Exception as error:  # one line, not a traceback; the drain below still runs
+        failure = f"{type(error).__name__}: {error}"
+    finally:
+        _install(signal.SIG_IGN)  # a second signal must not interrupt the drain
+        left = runtime.shutdown()
+    say(f"stopped: {_pending_text(left)}")
+    if failure is not None:
+        print(f"recovery up: failed: {failure}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def check_redis(url: str) -> None:
+    """PING the configured Redis, so a wrong URL fails now rather than hang the hosts."""
+    connection = redis.Redis.from_url(
+        url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
+    )
+    try:
+        connection.ping()
+    finally:
+        connection.close()
+
+
+def serve(runtime: RecoveryRuntime, config: RuntimeConfig) -> str:
+    """Start the runtime, print what runs, wait for a stop signal; the signal's name."""
+    deferred: list[str] = []
+    _install(lambda number, _frame: deferred.append(signal.Signals(number).name))
+    try:
+        runtime.start()
+        # Ray installs its own SIGTERM handler in ray.init: ours goes back on top.
+        _install(_raise_stop)
+        if deferred:
+            return deferred[0]
+        for line in status_lines(runtime, config):
+            say(line)
+        while True:
+            signal.pause()
+    except _StopRequestedError as stop:
+        return stop.name
+
+
+def status_lines(runtime: RecoveryRuntime, config: RuntimeConfig) -> list[str]:
+    return [redis_line(runtime, config), ray_line(runtime), hosts_line(runtime),
+            workers_line(runtime), "ready: Ctrl-C or SIGTERM stops the runtime"]  # fmt: skip
+
+
+def redis_line(runtime: RecoveryRuntime, config: RuntimeConfig) -> str:
+    if config.redis_url is not None:
+        return f"redis: {runtime.url}"
+    folder = config.data_dir.expanduser()
+    socket = runtime.url.removeprefix("unix://")
+    return f"redis: {runtime.url} (embedded, data in {folder}; inspect: redis-cli -s {socket})"
+
+
+def ray_line(runtime: RecoveryRuntime) -> str:
+    address = ray.get_runtime_context().gcs_address
+    if runtime.dashboard_url:
+        dashboard = runtime.dashboard_url
+        if "://" not in dashboard:
+            dashboard = f"http://{dashboard}"
+        return f"ray: {address} (dashboard: {dashboard})"
+    return f"ray: {address} (no dashboard)"
+
+
+def hosts_line(runtime: RecoveryRuntime) -> str:
+    ids = ", ".join(f"host-{index}" for index in range(len(runtime.hosts)))
+    count = _plural(len(runtime.hosts), "route host")
+    return f"hosts: {count} ({ids}), key prefix {runtime.key_prefix}"
+
+
+def workers_line(runtime: RecoveryRuntime) -> str:
+    if runtime.workers is None:
+        return "workers: none (no dispatcher configured)"
+    count = _plural(len(runtime.workers.workers), "rq worker")
+    return f"workers: {count} on queue {runtime.queue}, dispatcher {runtime.dispatcher}"
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _pending_text(left: int | None) -> str:
+    if left is None:
+        return "could not count the schedules left pending in Redis"
+    return f"{_plural(left, 'schedule')} left pending in Redis (they fire after the next up)"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _raise_stop(number: int, _frame: FrameType | None) -> None:
+    raise _StopRequestedError(signal.Signals(number).name)
+
+
+def _install(handler: Any) -> None:
+    for number in STOP_SIGNALS:
+        signal.signal(number, handler)
+
+
+def _problem(message: str) -> int:
+    print(f"recovery up: {message}", file=sys.stderr)
+    return EXIT_ERROR

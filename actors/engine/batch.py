@@ -1,0 +1,267 @@
+"""The one write path of the route service: a batch of route commands, planned from
+snapshots read in one round trip and applied as one pipeline.
+
+A single call is a batch of one. A batch is cut into rounds so that a route appears at
+most once per round, in the order its commands were given: round k holds the k-th
+command of every route that has one. For each round the runner holds the locks of its
+routes (taken in sorted order, so two batches never deadlock), reads their snapshots in
+one pipeline, plans every command with one clock reading, and applies the planned
+transitions as one RouteStore.apply_many pipeline. A skip that left a route `switching`
+is completed the same way (one more pipeline for every such route). With circuits, the
+round's circuits are read (one pipeline) and its probe leases taken between the read and
+the plan, and the circuit side effects follow the durable transitions.
+
+Outcomes are per item: the applied (or, for a command with nothing to do, the current)
+snapshot, or the exception that item raised — a typed rejection, an invalid command, a
+Redis failure. One item's error never fails another. A timer's `FireDue` never yields a
+rejection: when another writer won, the item is the route as it now is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
+from datetime import datetime
+from typing import Final
+
+from actors.engine.circuit_effects import CircuitEffects
+from actors.errors import (
+    InvalidRouteIdError,
+    RecoveryError,
+    StoreUnavailableError,
+    TransitionRejectedError,
+)
+from actors.keys import valid_route_id
+from actors.routes.circuit_board import CircuitBoard
+from actors.routes.commands import CompleteSwitch, FireDue, RouteCommand, RouteContext
+from actors.routes.models import RouteSnapshot, Transition
+from actors.routes.plan import plan
+from actors.store.route_store import RouteStore
+from catalogue import Classification, Evidence, classify
+
+Outcome = RouteSnapshot | Exception
+"""One item of a batch: the route's snapshot once the command took effect, or its error."""
+
+
+class _Entry:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
+class RouteLocks:
+    """One lock per route, created on first use and dropped when its last user leaves,
+    so idle routes cost nothing here."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @asynccontextmanager
+    async def hold(self, route_id: str) -> AsyncIterator[None]:
+        entry = self._entries.get(route_id)
+        if entry is None:
+            entry = self._entries[route_id] = _Entry()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._entries[route_id]
+
+    @asynccontextmanager
+    async def hold_all(self, route_ids: Iterable[str]) -> AsyncIterator[None]:
+        """The locks of several routes, taken in sorted order (a fixed global order:
+        holders of several locks never wait on each other in a cycle)."""
+        async with AsyncExitStack() as stack:
+            for route_id in sorted(set(route_ids)):
+                await stack.enter_async_context(self.hold(route_id))
+            yield
+
+
+class RoundClassifier:
+    """catalogue.classify, once per distinct evidence: a round plans every item at the
+    same `now`, and classification is a function of (evidence, now), so reports of one
+    outage (the same error body from many sessions) are classified once per round."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[object, ...], Classification] = {}
+
+    def __call__(self, evidence: Evidence, now: datetime) -> Classification:
+        key = _evidence_key(evidence)
+        found = self._seen.get(key)
+        if found is None:
+            found = self._seen[key] = classify(evidence, now)
+        return found
+
+
+def _evidence_key(evidence: Evidence) -> tuple[object, ...]:
+    values = [getattr(evidence, name) for name in _EVIDENCE_FIELDS]
+    values[_HEADERS_AT] = tuple(sorted(evidence.headers.items()))
+    return (*values,)
+
+
+_EVIDENCE_FIELDS: Final = tuple(Evidence.model_fields)
+_HEADERS_AT: Final = _EVIDENCE_FIELDS.index("headers")
+
+
+def rounds(items: Sequence[tuple[str, RouteCommand]]) -> list[list[int]]:
+    """Item indexes by round: each route at most once per round, in the given order."""
+    seen: dict[str, int] = {}
+    cut: list[list[int]] = []
+    for index, (route_id, _command) in enumerate(items):
+        number = seen.get(route_id, 0)
+        seen[route_id] = number + 1
+        if number == len(cut):
+            cut.append([])
+        cut[number].append(index)
+    return cut
+
+
+class BatchRunner:
+    """Runs batches of commands against one store under one set of route locks;
+    `on_applied` sees every snapshot a transition wrote (metrics). With `circuits`, each
+    round also reads the circuits of its routes and takes the probe leases it needs
+    before planning (one more pipeline), plans against them, and writes the circuit side
+    effects once its transitions are durable (actors/engine/circuit_effects.py)."""
+
+    def __init__(
+        self,
+        store: RouteStore,
+        locks: RouteLocks,
+        context: Callable[[], RouteContext],
+        on_applied: Callable[[RouteSnapshot], None] | None = None,
+        circuits: CircuitEffects | None = None,
+    ) -> None:
+        self.store = store
+        self.locks = locks
+        self._context = context
+        self._on_applied = on_applied
+        self.circuits = circuits
+
+    async def run(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
+        outcomes: list[Outcome | None] = [None] * len(items)
+        valid: list[int] = []
+        for index, (route_id, _command) in enumerate(items):
+            try:
+                valid_route_id(route_id)
+            except InvalidRouteIdError as error:
+                outcomes[index] = error
+            else:
+                valid.append(index)
+        for round_indexes in rounds([items[i] for i in valid]):
+            indexes = [valid[i] for i in round_indexes]
+            results = await self._run_round([items[i] for i in indexes])
+            for index, result in zip(indexes, results, strict=True):
+                outcomes[index] = result
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    async def _run_round(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
+        route_ids = [route_id for route_id, _ in items]
+        async with self.locks.hold_all(route_ids):
+            context = replace(self._context(), classifier=RoundClassifier())
+            try:
+                snapshots = await self.store.snapshots(route_ids)
+                board = await self._board(items, snapshots, context)
+            except RecoveryError as error:
+                return [error] * len(items)
+            context = replace(context, circuits=board)
+            outcomes, planned = self._plan(items, snapshots, context)
+            await self._apply(planned, outcomes)
+            await self._complete_switches(outcomes)
+            await self._settle_timers(items, outcomes)
+            if self.circuits is not None and board is not None:
+                await self.circuits.settle(board, items, snapshots, outcomes, context)
+        return outcomes
+
+    async def _board(
+        self,
+        items: Sequence[tuple[str, RouteCommand]],
+        snapshots: Sequence[RouteSnapshot],
+        context: RouteContext,
+    ) -> CircuitBoard | None:
+        if self.circuits is None:
+            return None
+        return await self.circuits.prepare(items, snapshots, context.now)
+
+    def _plan(
+        self,
+        items: Sequence[tuple[str, RouteCommand]],
+        snapshots: Sequence[RouteSnapshot],
+        context: RouteContext,
+    ) -> tuple[list[Outcome], list[tuple[int, Transition]]]:
+        outcomes: list[Outcome] = []
+        planned: list[tuple[int, Transition]] = []
+        for index, ((_, command), snapshot) in enumerate(zip(items, snapshots, strict=True)):
+            try:
+                transition = plan(snapshot, command, context)
+            except Exception as error:  # the item's own error, returned
+                outcomes.append(error)
+                continue
+            outcomes.append(snapshot)
+            if transition is not None:
+                planned.append((index, transition))
+        return outcomes, planned
+
+    async def _apply(
+        self, planned: Sequence[tuple[int, Transition]], outcomes: list[Outcome]
+    ) -> None:
+        if not planned:
+            return
+        try:
+            applied: Sequence[Outcome] = await self.store.apply_many([t for _, t in planned])
+        except StoreUnavailableError as error:
+            applied = [error] * len(planned)
+        for (index, _), result in zip(planned, applied, strict=True):
+            outcomes[index] = result
+            if self._on_applied is not None and isinstance(result, RouteSnapshot):
+                self._on_applied(result)
+
+    async def _complete_switches(self, outcomes: list[Outcome]) -> None:
+        """The skips are durable; those routes now run on their next candidate."""
+        context = self._context()
+        planned: list[tuple[int, Transition]] = []
+        for index, outcome in enumerate(outcomes):
+            if isinstance(outcome, RouteSnapshot) and outcome.state == "switching":
+                transition = plan(outcome, CompleteSwitch(outcome.generation), context)
+                if transition is not None:
+                    planned.append((index, transition))
+        await self._apply(planned, outcomes)
+        lost = [
+            (i, t.route_id) for i, t in planned if isinstance(outcomes[i], TransitionRejectedError)
+        ]
+        await self._reread(lost, outcomes)
+
+    async def _settle_timers(
+        self, items: Sequence[tuple[str, RouteCommand]], outcomes: list[Outcome]
+    ) -> None:
+        """A timer that lost to another writer answers with the route as it is."""
+        lost = [
+            (index, route_id)
+            for index, ((route_id, command), outcome) in enumerate(
+                zip(items, outcomes, strict=True)
+            )
+            if isinstance(command, FireDue) and isinstance(outcome, TransitionRejectedError)
+        ]
+        await self._reread(lost, outcomes)
+
+    async def _reread(self, lost: Sequence[tuple[int, str]], outcomes: list[Outcome]) -> None:
+        """Replace the outcomes at `lost` (index, route id) by the routes' snapshots."""
+        if not lost:
+            return
+        try:
+            snapshots: Sequence[Outcome] = await self.store.snapshots([r for _, r in lost])
+        except StoreUnavailableError as error:
+            snapshots = [error] * len(lost)
+        for (index, _), snapshot in zip(lost, snapshots, strict=True):
+            outcomes[index] = snapshot

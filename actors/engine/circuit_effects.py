@@ -1,0 +1,384 @@
+"""The circuit side of a route round (actors/engine/batch.py): what is read before the
+round is planned, and what is written after its route transitions are durable.
+
+Before planning (`prepare`), one pipeline reads the circuits covering the candidates of
+the round's routes that can meet one (a report, a due attempt, a route that is parked or
+probing), and for a command that may choose a candidate (a failure report may skip, a
+skip-now, a start, a start fresh) those of every candidate it may choose
+(actors/routes/eligibility.py). Then, for each circuit whose probe is due (open past
+its open-until, or a probe lease expired) and that a due attempt of the round waits on,
+the first such attempt asks for the probe lease (the store's Lua guard makes it
+exclusive across every host and runtime): a grant makes that attempt the probe, a denial
+(another host holds it) parks the others until its `retry_at`. Both go into the
+CircuitBoard the round plans with; planning stays pure.
+
+After the round's transitions are applied (`settle`), in this order:
+1. probe verdicts: a route that held a probe lease and whose transition ended it reports
+   it (success closes the circuit and returns its release plan; failure reopens it with
+   the next backoff; no verdict - a stop, close, skip, or a failure that says nothing
+   about the resource - abandons it); a lease the round took for an attempt whose
+   transition did not apply is abandoned;
+2. the round's failures, per circuit, as ONE compare-and-set (`record_failures`),
+   skipped when the pure machine says they change nothing (an open circuit);
+3. parking: the routes left waiting on a circuit join its parked set (one script per
+   circuit); routes that left their wait leave it (one pipeline);
+4. release: after a probe success, each route of the release plan gets its wave slot as
+   its deadline by a fenced transition (one apply_many), and `on_released` sees them
+   (a route host arms their timers).
+
+Crash windows (the process dies between the route write and these effects): a failure
+not counted leaves the circuit under-counted (the next reports count); a parked route
+whose park entry is missing still re-checks the circuit at its deadline, and if the
+circuit closed meanwhile it takes a hashed slot in the waves (actors/routes/circuit_board.py)
+rather than dispatching with every other route; a stale park entry is harmless (its
+release transition finds the route moved on and writes nothing); an unreported probe
+lease expires after its TTL and exactly one caller takes the next one; a release plan
+lost after the close is covered the same way as a missing park entry. Releases are
+idempotent: they are fenced route transitions. A Redis error here is logged, never an
+item's error: the route transitions it follows are already durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Final, Protocol
+
+from actors.errors import RecoveryError, StoreUnavailableError
+from actors.routes.circuit_board import (
+    DEFAULT_INSTALLATION_KEY,
+    DEFAULT_PROBE_TTL_S,
+    CircuitBinding,
+    CircuitBoard,
+    candidate_key,
+    covering,
+)
+from actors.routes.commands import (
+    FireDue,
+    ReleaseParked,
+    ReportFailure,
+    ReportSuccess,
+    RetryNow,
+    RouteCommand,
+    RouteContext,
+    SkipNow,
+    Start,
+    StartFresh,
+)
+from actors.routes.eligibility import candidate_resources
+from actors.routes.models import WAITING_STATES, RouteSnapshot, Transition
+from actors.routes.plan import plan
+from actors.routes.profiles import RouteProfile, profile_from_json
+from actors.store.circuit_store import CircuitStore
+from actors.store.route_store import RouteStore
+from circuits import (
+    CircuitSettings,
+    CircuitState,
+    CircuitStatus,
+    DenialReason,
+    ProbeDenied,
+    ProbeGrant,
+    ReleasePlan,
+    ResourceKey,
+    machine,
+)
+
+RELEASE_BATCH: Final = 500
+INSTALLATION_KEY_ENV: Final = "RECOVERY_INSTALLATION_KEY"
+
+log = logging.getLogger(__name__)
+
+Outcome = RouteSnapshot | Exception
+Items = Sequence[tuple[str, RouteCommand]]
+_Choosable = dict[tuple[int, frozenset[str]], tuple[RouteProfile, dict[str, ResourceKey]]]
+
+
+def circuit_binding(
+    installation_key: str | None = None,
+    *,
+    settings: CircuitSettings | None = None,
+    probe_ttl_s: float = DEFAULT_PROBE_TTL_S,
+) -> CircuitBinding:
+    """The binding of this installation: the HMAC key of credential fingerprints is
+    `installation_key`, else $RECOVERY_INSTALLATION_KEY, else a fixed default (every
+    process of one installation must use the same key, or they see different circuits);
+    the circuits' `settings` (the defaults of DESIGN.md §3 when None) and probe TTL."""
+    key = installation_key or os.environ.get(INSTALLATION_KEY_ENV)
+    return CircuitBinding(
+        installation_key=key.encode() if key else DEFAULT_INSTALLATION_KEY,
+        settings=settings or CircuitSettings(),
+        probe_ttl_s=probe_ttl_s,
+    )
+
+
+class CircuitObserver(Protocol):
+    """What metrics see (actors/hosting/metrics.py CircuitMetrics)."""
+
+    def probe(self, outcome: str) -> None: ...
+    def state_change(self, status: str) -> None: ...
+    def parked(self, label: str, count: int) -> None: ...
+    def released(self, count: int) -> None: ...
+
+
+class CircuitEffects:
+    def __init__(
+        self,
+        circuits: CircuitStore,
+        routes: RouteStore,
+        binding: CircuitBinding,
+        *,
+        observer: CircuitObserver | None = None,
+        on_released: Callable[[Sequence[RouteSnapshot]], None] | None = None,
+    ) -> None:
+        self.circuits = circuits
+        self.routes = routes
+        self.binding = binding
+        self.observer = observer
+        self.on_released = on_released
+
+    # -- before planning --------------------------------------------------------------
+
+    async def prepare(
+        self, items: Items, snapshots: Sequence[RouteSnapshot], now: datetime
+    ) -> CircuitBoard:
+        """The round's board: its circuits read in one pipeline, its probe leases taken.
+        A Redis error raises (the round's items fail with it: nothing was written)."""
+        wanted: dict[str, ResourceKey] = {}
+        choosing: _Choosable = {}
+        for (_, command), snapshot in zip(items, snapshots, strict=True):
+            meets = isinstance(command, ReportFailure | ReportSuccess | FireDue | RetryNow)
+            if meets or snapshot.circuit or snapshot.probe_token:
+                key = candidate_key(snapshot, self.binding)
+                if key is not None:
+                    wanted.update(covering(key))
+            wanted.update(self._choosable(command, snapshot, choosing))
+        views = await self.circuits.views(list(wanted.values())) if wanted else []
+        board = CircuitBoard(self.binding, views)
+        await self._take_probes(board, items, snapshots, now)
+        return board
+
+    def _choosable(
+        self, command: RouteCommand, snapshot: RouteSnapshot, seen: _Choosable
+    ) -> dict[str, ResourceKey]:
+        """The circuits of the candidates a command may choose among (a failure may skip,
+        a skip-now does, a start picks one): read with the round's, so the choice sees
+        them. `seen` keeps them per profile and exclusion set (a round's routes mostly
+        share one parsed profile); it holds the profile, so its id stays its own."""
+        excluded: frozenset[str] = frozenset()
+        if isinstance(command, Start | StartFresh) and command.profile is not None:
+            profile: RouteProfile = command.profile
+        elif isinstance(command, ReportFailure | SkipNow | StartFresh):
+            try:
+                profile = profile_from_json(snapshot.route_id, snapshot.profile)
+            except StoreUnavailableError:
+                return {}  # the planner stops such a route
+            if not isinstance(command, StartFresh):
+                excluded = frozenset(snapshot.cycle.skipped)
+        else:
+            return {}
+        found = seen.get((id(profile), excluded))
+        if found is None:
+            found = seen[(id(profile), excluded)] = (
+                profile, candidate_resources(self.binding, profile, excluded),
+            )  # fmt: skip
+        return found[1]
+
+    async def _take_probes(
+        self, board: CircuitBoard, items: Items, snapshots: Sequence[RouteSnapshot], now: datetime
+    ) -> None:
+        asked: set[str] = set()
+        for (route_id, command), snapshot in zip(items, snapshots, strict=True):
+            if not _due_attempt(command, snapshot, now):
+                continue
+            park = board.blocking(board.key_of(snapshot), now)
+            if park is None or park.circuit in asked:
+                continue
+            state = board.states[park.circuit]
+            resource = board.resource(park.circuit)
+            if resource is None or not _probe_due(state, now):
+                continue
+            asked.add(park.circuit)
+            holder = f"{route_id}:{snapshot.generation}:{snapshot.attempt_ordinal}"
+            ttl = self.binding.probe_ttl_s
+            result = await self.circuits.acquire_probe(resource, holder, now, ttl)
+            if isinstance(result, ProbeGrant):
+                board.grants[route_id] = (park.circuit, result)
+                board.denials[park.circuit] = ProbeDenied(
+                    reason=DenialReason.HELD, retry_at=result.expires_at, holder=holder
+                )
+            else:
+                board.denials[park.circuit] = result
+            self._observe_probe("granted" if isinstance(result, ProbeGrant) else "denied")
+
+    # -- after the transitions are durable --------------------------------------------
+
+    async def settle(
+        self,
+        board: CircuitBoard,
+        items: Items,
+        before: Sequence[RouteSnapshot],
+        outcomes: Sequence[Outcome],
+        context: RouteContext,
+    ) -> None:
+        """Write the round's circuit side effects (module docstring); never raises."""
+        route_ids = [route_id for route_id, _ in items]
+        after = {
+            route_id: outcome
+            for route_id, outcome, old in zip(route_ids, outcomes, before, strict=True)
+            if isinstance(outcome, RouteSnapshot) and outcome is not old
+        }
+        steps = (
+            self._report_probes(board, before, after, context),
+            self._record(board, after, context.now),
+            self._park(board, before, after, context.now),
+        )
+        for effect in steps:
+            try:
+                await effect
+            except RecoveryError as error:  # the route transitions are durable already
+                log.warning("circuit side effects of a route round not written: %s", error)
+
+    async def _report_probes(
+        self,
+        board: CircuitBoard,
+        before: Sequence[RouteSnapshot],
+        after: dict[str, RouteSnapshot],
+        context: RouteContext,
+    ) -> None:
+        for old in before:
+            new = after.get(old.route_id)
+            if old.probe_token is None or old.circuit is None or new is None:
+                continue
+            if new.probe_token == old.probe_token:
+                continue
+            resource = board.resource(old.circuit)
+            if resource is not None:
+                await self._report(board, old, resource, context)
+        for route_id, (circuit, grant) in board.grants.items():
+            taken = after.get(route_id)
+            resource = board.resource(circuit)
+            if resource is not None and (taken is None or taken.probe_token != grant.owner_token):
+                await self.circuits.abandon_probe(resource, grant.owner_token, context.now)
+                self._observe_probe("abandoned")
+
+    async def _report(
+        self, board: CircuitBoard, old: RouteSnapshot, resource: ResourceKey, context: RouteContext
+    ) -> None:
+        assert old.probe_token is not None  # checked by the caller
+        verdict, reset = board.verdicts.get(old.route_id, (None, None))
+        now = context.now
+        if verdict is None:
+            await self.circuits.abandon_probe(resource, old.probe_token, now)
+            self._observe_probe("abandoned")
+            return
+        outcome = await self.circuits.report_probe(
+            resource, old.probe_token, verdict, now, reset_at=reset
+        )
+        self._observe_probe("succeeded" if verdict else "failed")
+        if outcome.accepted:
+            self._observe_change(outcome.view.status)
+        if outcome.release is not None:
+            await self._release(resource.resource_id, outcome.release, context)
+
+    async def _record(
+        self, board: CircuitBoard, after: dict[str, RouteSnapshot], now: datetime
+    ) -> None:
+        for resource_id, noted in board.failures.items():
+            counted = [(failure, route_id) for failure, route_id in noted if route_id in after]
+            view = board.read.get(resource_id)
+            if view is None or not counted:
+                continue
+            folded = view.state
+            for failure, route_id in counted:
+                folded = machine.record_failure(
+                    folded, failure, route_id, now, self.binding.settings
+                )
+            if folded == view.state:
+                continue  # already open (or nothing counts): no write on a hot circuit
+            written = await self.circuits.record_failures(view.resource, counted, now)
+            if written.status is not view.status:
+                self._observe_change(written.status)
+
+    async def _park(
+        self,
+        board: CircuitBoard,
+        before: Sequence[RouteSnapshot],
+        after: dict[str, RouteSnapshot],
+        now: datetime,
+    ) -> None:
+        parking: dict[str, list[str]] = {}
+        leaving: list[tuple[ResourceKey, str]] = []
+        for old in before:
+            new = after.get(old.route_id)
+            if new is None:
+                continue
+            if new.state in WAITING_STATES and new.circuit is not None:
+                parking.setdefault(new.circuit, []).append(new.route_id)
+            was_parked = old.state in WAITING_STATES and old.circuit is not None
+            still = new.state in WAITING_STATES and new.circuit == old.circuit
+            resource = None if old.circuit is None else board.resource(old.circuit)
+            if was_parked and not still and resource is not None:
+                leaving.append((resource, old.route_id))
+        for circuit, route_ids in parking.items():
+            resource = board.resource(circuit)
+            if resource is not None:
+                parked = await self.circuits.park_many(resource, route_ids, now)
+                if self.observer is not None:
+                    self.observer.parked(resource.label, parked.parked_count)
+        await self.circuits.unpark_many(leaving)
+
+    async def _release(self, circuit: str, release: ReleasePlan, context: RouteContext) -> None:
+        """Every route of the plan gets its wave slot as its deadline (fenced)."""
+        slots = release.slots
+        released: list[RouteSnapshot] = []
+        for start in range(0, len(slots), RELEASE_BATCH):
+            chunk = slots[start : start + RELEASE_BATCH]
+            snapshots = await self.routes.snapshots([slot.route_id for slot in chunk])
+            planned: list[Transition] = []
+            for slot, snapshot in zip(chunk, snapshots, strict=True):
+                command = ReleaseParked(
+                    snapshot.generation, snapshot.attempt_ordinal, circuit, slot.release_at
+                )
+                transition = plan(snapshot, command, context)
+                if transition is not None:
+                    planned.append(transition)
+            outcomes = await self.routes.apply_many(planned)
+            released += [o for o in outcomes if isinstance(o, RouteSnapshot)]
+        if self.observer is not None:
+            self.observer.released(len(released))
+        if self.on_released is not None and released:
+            self.on_released(released)
+
+    def _observe_probe(self, outcome: str) -> None:
+        if self.observer is not None:
+            self.observer.probe(outcome)
+
+    def _observe_change(self, status: CircuitStatus) -> None:
+        if self.observer is not None:
+            self.observer.state_change(status.value)
+
+
+def _due_attempt(command: RouteCommand, snapshot: RouteSnapshot, now: datetime) -> bool:
+    """A command that would dispatch the route's pending attempt now if nothing stopped
+    it: its timer (the attempt still pending, its deadline come) or a retry-now."""
+    if snapshot.state not in WAITING_STATES:
+        return False
+    if isinstance(command, RetryNow):
+        return command.expected_generation == snapshot.generation
+    if isinstance(command, FireDue):
+        attempt = (snapshot.generation, snapshot.attempt_ordinal)
+        due = snapshot.deadline is not None and snapshot.deadline <= now
+        return due and attempt == (command.generation, command.ordinal)
+    return False
+
+
+def _probe_due(state: CircuitState, now: datetime) -> bool:
+    """The circuit would hand out its probe lease now (open past open-until, or a lease
+    that has expired)."""
+    if state.status is CircuitStatus.CLOSED:
+        return False
+    if state.lease is not None:
+        return state.lease.expires_at <= now
+    return state.open_until is not None and state.open_until <= now

@@ -1,0 +1,190 @@
+"""The route service: the route logic (actors/routes/plan.py) over a RouteStore.
+
+Each call reads the route's snapshot, plans one transition from it with the clock's time,
+and applies that transition to Redis in one script before anything else happens; the
+applied snapshot is the answer. Calls on one route run strictly one after another
+(a lock per route, held only while calls are in flight); calls on different routes run
+concurrently. Across processes the store's fence decides: every transition is fenced on
+the generation, state and attempt ordinal it was planned from.
+
+Errors: a stale expected generation raises StaleGenerationError, a command the route's
+state does not allow raises InvalidStateError (or StaleOrdinalError when another writer
+overtook the read), all with no effect; a Redis failure raises StoreUnavailableError and
+nothing else happens. `fire_due` never raises a rejection: a late, duplicate or early
+timer returns the route as it is.
+
+Circuits: with `circuits` (actors/engine/circuit_effects.py) every call plans against the
+circuits of its route's candidate: a wait on an open circuit is parked, a due attempt
+into one is parked again unless it takes the probe lease, and a probe's report closes or
+reopens the circuit (a close releases the parked routes in waves). Without it, circuits
+are not consulted (as if all were closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from actors.clock import Clock
+from actors.engine.batch import BatchRunner, Outcome, RouteLocks
+from actors.engine.circuit_effects import CircuitEffects
+from actors.errors import TransitionRejectedError
+from actors.routes.commands import (
+    CancelWait,
+    Close,
+    FireDue,
+    ReportFailure,
+    ReportSuccess,
+    Resume,
+    RetryNow,
+    RouteCommand,
+    RouteContext,
+    RouteSettings,
+    SkipNow,
+    Start,
+    StartFresh,
+    StopRoute,
+    UpdateProfile,
+)
+from actors.routes.models import AttemptRecord, CallerContext, RouteSnapshot, ScheduleEntry
+from actors.routes.profiles import RouteProfile
+from actors.routes.steps import LIVE
+from actors.store.route_store import RouteStore
+from catalogue import Classification, Evidence
+from policy import TurnEvidence
+
+PROFILE_UPDATE_ATTEMPTS: Final = 3
+
+
+class RouteService:
+    """The orchestrator-facing route operations. Every call returns the authoritative
+    snapshot of the route once the call has taken effect."""
+
+    def __init__(
+        self,
+        store: RouteStore,
+        clock: Clock,
+        *,
+        settings: RouteSettings | None = None,
+        on_applied: Callable[[RouteSnapshot], None] | None = None,
+        circuits: CircuitEffects | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings or RouteSettings()
+        self._clock = clock
+        self.locks = RouteLocks()
+        self.circuits = circuits
+        self._runner = BatchRunner(store, self.locks, self._context, on_applied, circuits)
+
+    # Starting and reporting
+
+    async def start(
+        self,
+        route_id: str,
+        profile: RouteProfile,
+        *,
+        caller: CallerContext,
+        invocation_id: str,
+        provider_session_id: str | None = None,
+    ) -> RouteSnapshot:
+        """A new route on the profile's first enabled candidate, generation 1."""
+        command = Start(profile, caller, invocation_id, provider_session_id)
+        return await self._run(route_id, command)
+
+    async def report_failure(
+        self,
+        route_id: str,
+        expected_generation: int,
+        evidence: Evidence | Classification,
+        turn: TurnEvidence | None,
+        *,
+        caller: CallerContext,
+        invocation_id: str,
+        provider_session_id: str | None = None,
+    ) -> RouteSnapshot:
+        command = ReportFailure(
+            expected_generation, evidence, turn, caller, invocation_id, provider_session_id
+        )
+        return await self._run(route_id, command)
+
+    async def report_success(self, route_id: str, expected_generation: int) -> RouteSnapshot:
+        return await self._run(route_id, ReportSuccess(expected_generation))
+
+    # Manual actions
+
+    async def retry_now(self, route_id: str, expected_generation: int) -> RouteSnapshot:
+        return await self._run(route_id, RetryNow(expected_generation))
+
+    async def skip_now(self, route_id: str, expected_generation: int) -> RouteSnapshot:
+        return await self._run(route_id, SkipNow(expected_generation))
+
+    async def cancel_wait(self, route_id: str, expected_generation: int) -> RouteSnapshot:
+        return await self._run(route_id, CancelWait(expected_generation))
+
+    async def stop(self, route_id: str, expected_generation: int) -> RouteSnapshot:
+        return await self._run(route_id, StopRoute(expected_generation))
+
+    async def resume(self, route_id: str, expected_generation: int) -> RouteSnapshot:
+        return await self._run(route_id, Resume(expected_generation))
+
+    async def start_fresh(
+        self, route_id: str, expected_generation: int, profile: RouteProfile | None = None
+    ) -> RouteSnapshot:
+        return await self._run(route_id, StartFresh(expected_generation, profile))
+
+    async def close(self, route_id: str, expected_generation: int) -> RouteSnapshot:
+        return await self._run(route_id, Close(expected_generation))
+
+    async def update_profile(self, route_id: str, profile: RouteProfile) -> RouteSnapshot:
+        """Store an edited profile for the route's next decision. Needs no generation:
+        it is re-planned if another writer moved the route meanwhile."""
+        command = UpdateProfile(profile)
+        for _ in range(PROFILE_UPDATE_ATTEMPTS - 1):
+            try:
+                return await self._run(route_id, command)
+            except TransitionRejectedError as error:
+                if error.actual_state not in LIVE:
+                    raise  # not started, or closed: no profile to edit
+                # another writer moved the route between the read and the write: re-plan
+        return await self._run(route_id, command)
+
+    # Timers
+
+    async def fire_due(self, route_id: str, generation: int, ordinal: int) -> RouteSnapshot:
+        """The fenced `retry_wait | waiting_for_reset -> retrying` a timer performs. A
+        no-op returning the route as it is unless attempt (generation, ordinal) is still
+        the pending one and its deadline has come."""
+        return await self._run(route_id, FireDue(generation, ordinal))
+
+    async def fire_due_schedules(self, limit: int = 100) -> list[RouteSnapshot]:
+        """Fire every schedule whose deadline has come (earliest first, at most `limit`):
+        what a coalesced backstop job does. The snapshots after each attempt to fire."""
+        due = await self.store.due_schedules(self._clock.now(), limit)
+        return [await self.fire_due(e.route_id, e.generation, e.ordinal) for e in due]
+
+    # Reads
+
+    async def snapshot(self, route_id: str) -> RouteSnapshot:
+        return await self.store.snapshot(route_id)
+
+    async def history(self, route_id: str) -> list[AttemptRecord]:
+        return await self.store.history(route_id)
+
+    async def schedules(self, limit: int | None = None) -> list[ScheduleEntry]:
+        return await self.store.schedules(limit)
+
+    # The one write path (actors/engine/batch.py)
+
+    async def run_many(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
+        """Carry out a batch of (route id, command), each route's in the given order;
+        per item, the snapshot once it took effect or the exception it raised."""
+        return await self._runner.run(items)
+
+    async def _run(self, route_id: str, command: RouteCommand) -> RouteSnapshot:
+        (outcome,) = await self._runner.run([(route_id, command)])
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def _context(self) -> RouteContext:
+        return RouteContext(self._clock.now(), self.settings)

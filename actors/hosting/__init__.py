@@ -1,0 +1,1 @@
+"""What needs Ray: route hosts, the handle and its batcher, the runtime, metrics."""

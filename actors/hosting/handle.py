@@ -1,0 +1,127 @@
+"""`RouteHandle`: the route API of one route, as an orchestrator calls it.
+
+Every call becomes a request value (a RouteCommand, or a read) sent to the host that owns
+the route through that host's HostBatcher (actors/hosting/batcher.py): concurrent calls from
+one process share one Ray call per host. Every call returns the authoritative snapshot
+(reads: the snapshot or the history); a rejected one raises the typed error with no
+effect (StaleGenerationError, InvalidStateError, ...).
+
+Retried calls: hosts run with `max_task_retries=-1`, so a batch in flight when its host
+dies is sent again to the restarted host. If an item's first attempt had committed, its
+retry is rejected by the generation fence and the handle raises the
+TransitionRejectedError (StaleGenerationError when the first attempt moved the
+generation, InvalidStateError when it only moved the state), carrying
+`actual_generation` and `actual_state`. `committed_by_retry` tells a caller whether such
+a rejection leaves the route exactly where its own call would have (then re-read
+`snapshot()` and carry on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from actors.errors import TransitionRejectedError
+from actors.hosting.batcher import BatcherPool, HostRequest, ReadHistory, ReadSnapshot
+from actors.routes.commands import (
+    CancelWait,
+    Close,
+    ReportFailure,
+    ReportSuccess,
+    Resume,
+    RetryNow,
+    SkipNow,
+    Start,
+    StartFresh,
+    StopRoute,
+)
+from actors.routes.models import AttemptRecord, CallerContext, RouteSnapshot
+from actors.routes.profiles import RouteProfile
+from catalogue import Classification, Evidence
+from policy import TurnEvidence
+
+
+def committed_by_retry(
+    error: TransitionRejectedError, *, generation: int, states: Collection[str]
+) -> bool:
+    """Whether a rejected call may be the retry of its own committed first attempt: the
+    route is at the generation and in one of the states that call would have produced.
+    (Another writer could produce the same; the snapshot is authoritative either way.)"""
+    return error.actual_generation == generation and error.actual_state in states
+
+
+@dataclass(frozen=True, slots=True)
+class RouteHandle:
+    """The route API of one route, called on the host that owns it."""
+
+    route_id: str
+    host: Any  # a Ray actor handle of RouteHost
+    batchers: BatcherPool
+
+    async def start(
+        self,
+        profile: RouteProfile,
+        *,
+        caller: CallerContext,
+        invocation_id: str,
+        provider_session_id: str | None = None,
+    ) -> RouteSnapshot:
+        """A new route on the profile's first enabled candidate, generation 1.
+        `provider_session_id`: the agent's own session id, for a provider-native resume."""
+        return await self._snapshot(Start(profile, caller, invocation_id, provider_session_id))
+
+    async def report_failure(
+        self,
+        expected_generation: int,
+        evidence: Evidence | Classification,
+        turn: TurnEvidence | None,
+        *,
+        caller: CallerContext,
+        invocation_id: str,
+        provider_session_id: str | None = None,
+    ) -> RouteSnapshot:
+        command = ReportFailure(
+            expected_generation, evidence, turn, caller, invocation_id, provider_session_id
+        )
+        return await self._snapshot(command)
+
+    async def report_success(self, expected_generation: int) -> RouteSnapshot:
+        return await self._snapshot(ReportSuccess(expected_generation))
+
+    async def retry_now(self, expected_generation: int) -> RouteSnapshot:
+        return await self._snapshot(RetryNow(expected_generation))
+
+    async def skip_now(self, expected_generation: int) -> RouteSnapshot:
+        return await self._snapshot(SkipNow(expected_generation))
+
+    async def cancel_wait(self, expected_generation: int) -> RouteSnapshot:
+        return await self._snapshot(CancelWait(expected_generation))
+
+    async def stop(self, expected_generation: int) -> RouteSnapshot:
+        return await self._snapshot(StopRoute(expected_generation))
+
+    async def resume(self, expected_generation: int) -> RouteSnapshot:
+        return await self._snapshot(Resume(expected_generation))
+
+    async def start_fresh(
+        self, expected_generation: int, profile: RouteProfile | None = None
+    ) -> RouteSnapshot:
+        return await self._snapshot(StartFresh(expected_generation, profile))
+
+    async def close(self, expected_generation: int) -> RouteSnapshot:
+        return await self._snapshot(Close(expected_generation))
+
+    async def snapshot(self) -> RouteSnapshot:
+        return await self._snapshot(ReadSnapshot())
+
+    async def history(self) -> list[AttemptRecord]:
+        answer: list[AttemptRecord] = await self._send(ReadHistory())
+        return answer
+
+    async def _snapshot(self, request: HostRequest) -> RouteSnapshot:
+        answer: RouteSnapshot = await self._send(request)
+        return answer
+
+    async def _send(self, request: HostRequest) -> Any:
+        return await self.batchers.for_host(self.host).call(self.route_id, request)

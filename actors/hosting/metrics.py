@@ -1,0 +1,176 @@
+"""The route hosts' metrics, exported on Ray's Prometheus endpoint (`ray.util.metrics`).
+
+Ray prefixes every name with `ray_` on export. Created once per process, on first use,
+so importing this module costs nothing and a process outside Ray records into nothing.
+
+    recovery_route_transitions_total{state}                  route writes, by the state left
+    recovery_route_decisions_total{decision,error_class,code} failure decisions
+    recovery_route_rejections_total{reason}                  fenced calls refused, by type
+    recovery_route_batch_size                                 requests per host call
+    recovery_route_pending_timers{host}                       armed in-process timers
+    recovery_timer_lateness_seconds                           fire time - deadline
+    recovery_dispatch_enqueued_total                          dispatch jobs handed to rq
+    recovery_dispatch_enqueue_seconds                         retrying write -> job enqueued
+                                                              (the dispatcher call itself runs
+                                                              in an rq worker, outside Ray: its
+                                                              times are in the dispatch ledger)
+    recovery_circuit_state_changes_total{state}               circuit changes, by new state
+    recovery_circuit_probes_total{outcome}                    granted, denied, succeeded,
+                                                              failed, abandoned
+    recovery_circuit_parked{circuit}                          routes parked on a circuit
+    recovery_circuit_released_total                           parked routes given a wave slot
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Final
+
+from ray.util.metrics import Counter, Gauge, Histogram
+
+from actors.routes.models import RouteSnapshot
+
+BATCH_BOUNDARIES: Final = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0]
+LATENESS_BOUNDARIES: Final = [
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.015,
+    0.025,
+    0.05,
+    0.1,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+]
+# What a failure report decided, read off the state it left the route in.
+DECISION_OF_STATE: Final = {
+    "retry_wait": "retry",
+    "waiting_for_reset": "wait_for_reset",
+    "switching": "skip",
+    "active": "skip",  # a skip completes the switch in the same call
+    "action_required": "stop",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RouteMetrics:
+    transitions: Counter
+    decisions: Counter
+    rejections: Counter
+    batch_size: Histogram
+    pending_timers: Gauge
+    timer_lateness: Histogram
+    dispatches: Counter
+    dispatch_enqueue: Histogram
+
+    def transition(self, snapshot: RouteSnapshot) -> None:
+        self.transitions.inc(1, tags={"state": snapshot.state})
+
+    def decision(self, snapshot: RouteSnapshot) -> None:
+        """Record what a failure report decided (the snapshot it answered with)."""
+        tags = {
+            "decision": DECISION_OF_STATE.get(snapshot.state, snapshot.state),
+            "error_class": snapshot.error_class or "none",
+            "code": snapshot.code or "none",
+        }
+        self.decisions.inc(1, tags=tags)
+
+    def rejection(self, error: Exception) -> None:
+        self.rejections.inc(1, tags={"reason": type(error).__name__})
+
+
+@cache
+def route_metrics() -> RouteMetrics:
+    return RouteMetrics(
+        transitions=Counter(
+            "recovery_route_transitions_total",
+            description="Route transitions written, by the state they left the route in.",
+            tag_keys=("state",),
+        ),
+        decisions=Counter(
+            "recovery_route_decisions_total",
+            description="Decisions on reported failures, by outcome, class and code.",
+            tag_keys=("decision", "error_class", "code"),
+        ),
+        rejections=Counter(
+            "recovery_route_rejections_total",
+            description="Route calls refused with no effect (stale generation, state, ...).",
+            tag_keys=("reason",),
+        ),
+        batch_size=Histogram(
+            "recovery_route_batch_size",
+            description="Route requests carried by one call to a route host.",
+            boundaries=BATCH_BOUNDARIES,
+        ),
+        pending_timers=Gauge(
+            "recovery_route_pending_timers",
+            description="In-process retry timers armed on a route host.",
+            tag_keys=("host",),
+        ),
+        timer_lateness=Histogram(
+            "recovery_timer_lateness_seconds",
+            description="Fire time of a route timer minus its deadline.",
+            boundaries=LATENESS_BOUNDARIES,
+        ),
+        dispatches=Counter(
+            "recovery_dispatch_enqueued_total",
+            description="Dispatch jobs handed to rq for routes that became retrying.",
+        ),
+        dispatch_enqueue=Histogram(
+            "recovery_dispatch_enqueue_seconds",
+            description="From a route's retrying write to its dispatch job on the rq queue.",
+            boundaries=LATENESS_BOUNDARIES,
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitMetrics:
+    """What a route host's circuit side effects record (actors/engine/circuit_effects.py)."""
+
+    changes: Counter
+    probes: Counter
+    parked_routes: Gauge
+    released_routes: Counter
+
+    def probe(self, outcome: str) -> None:
+        self.probes.inc(1, tags={"outcome": outcome})
+
+    def state_change(self, status: str) -> None:
+        self.changes.inc(1, tags={"state": status})
+
+    def parked(self, label: str, count: int) -> None:
+        self.parked_routes.set(count, tags={"circuit": label})
+
+    def released(self, count: int) -> None:
+        if count:
+            self.released_routes.inc(count)
+
+
+@cache
+def circuit_metrics() -> CircuitMetrics:
+    return CircuitMetrics(
+        changes=Counter(
+            "recovery_circuit_state_changes_total",
+            description="Circuit changes written by route hosts, by the state they left.",
+            tag_keys=("state",),
+        ),
+        probes=Counter(
+            "recovery_circuit_probes_total",
+            description="Probe leases granted or denied, and how the probes ended.",
+            tag_keys=("outcome",),
+        ),
+        parked_routes=Gauge(
+            "recovery_circuit_parked",
+            description="Routes parked on a circuit, as of the last park on it.",
+            tag_keys=("circuit",),
+        ),
+        released_routes=Counter(
+            "recovery_circuit_released_total",
+            description="Parked routes given a release wave slot after a circuit closed.",
+        ),
+    )

@@ -1,0 +1,333 @@
+"""`RouteHost`: an async Ray actor hosting the logical route actors hashed to it.
+
+The host owns a RouteService over its own RouteStore (a bounded redis.asyncio pool) and
+forwards the route API to it. Every written route joins the host's index set in Redis
+(`RouteSettings.host_id`). After every call, the answer — the snapshot Redis returned —
+arms, re-arms or cancels that route's in-process timer (actors/engine/timers.py); a timer
+calls the fenced `fire_due(route_id, generation, ordinal)`.
+
+Dispatch: a host built with a dispatcher import path enqueues the rq dispatch job
+(actors/jobs/dispatch.py, on its dispatch queue) whenever `fire_due` or `retry_now` leaves a
+route in `retrying` — only after that transition was written, since the answer is the
+snapshot Redis returned. Enqueueing is idempotent (the attempt's ledger and the job id
+fence it), so a repeated or no-op `fire_due` on a retrying route enqueues nothing new. If
+Redis fails between the write and the enqueue, the route stays `retrying` with no ledger:
+reconciliation (at every host start, or `recovery reconcile`) enqueues it then.
+
+Backstop: with a dispatcher (so rq workers run `--with-scheduler`), every timer armed —
+from an answer or at rehydration — is also covered by a durable backstop
+(actors/jobs/backstop.py): one coalesced rq delayed job per host and second, at the deadline's
+whole second + 1 s of grace, which fires the host's due schedules through the same fenced
+`fire_due` if the host is dead or wedged. Arming is memoised per second (in process, then
+a Redis marker) and runs in a worker thread, in batches, after the answer; a Redis error
+there is logged and the call is unaffected (a restarted host covers its schedules again
+when it rehydrates).
+
+On start (including every restart by Ray, `max_restarts=-1`) the host rehydrates: it
+reads the pending schedules of the routes in its index set and arms them, so overdue ones
+fire at once; with a dispatcher it then reconciles the pending dispatches
+(`actors.jobs.dispatch.reconcile`); then it freezes the GC generations (`gc.freeze()`) so
+long-lived route state stays out of full collections, which are the tail of timer
+lateness (DESIGN.md §5a).
+Calls wait for rehydration to finish.
+
+Declared as a plain class; the runtime wraps it with `ray.remote(max_restarts=-1,
+max_task_retries=-1)`. With task retries on, a call whose first attempt committed before
+the host died is sent again to the restarted host and comes back rejected (a
+TransitionRejectedError carrying the route's actual generation and state): see
+`actors.hosting.runtime.committed_by_retry`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any, Final, cast
+
+import redis
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from actors.clock import Clock, SystemClock
+from actors.engine.circuit_effects import CircuitEffects, circuit_binding
+from actors.engine.service import RouteService
+from actors.engine.timers import Due, RouteTimers
+from actors.errors import RecoveryError, TransitionRejectedError
+from actors.hosting import memory as host_memory
+from actors.hosting.batcher import BatchItem, HostRequest, ReadHistory, ReadSnapshot
+from actors.hosting.memory import HostMemory
+from actors.hosting.metrics import circuit_metrics, route_metrics
+from actors.jobs.backstop_arming import BackstopArmer, HostBackstops
+from actors.jobs.queue import DEFAULT_QUEUE, dispatch_queue, enqueue_dispatch
+from actors.jobs.reconcile import ReconcileReport
+from actors.jobs.reconcile import reconcile as reconcile_dispatches
+from actors.keys import KeySpace, valid_host_id
+from actors.routes.circuit_board import DEFAULT_PROBE_TTL_S
+from actors.routes.commands import FireDue as FireDueCommand
+from actors.routes.commands import ReportFailure, RetryNow, RouteCommand, RouteSettings
+from actors.routes.models import RouteSnapshot, ScheduleEntry
+from actors.store.circuit_store import CircuitStore
+from actors.store.route_store import DEFAULT_EVENTS_MAXLEN, DEFAULT_MAX_CONNECTIONS, RouteStore
+from circuits import CircuitSettings
+
+REHYDRATE_RETRY_S: Final = 1.0
+
+
+def _is_read(request: HostRequest) -> bool:
+    return isinstance(request, ReadSnapshot | ReadHistory)
+
+
+_SETTINGS_DEFAULTS: Final = RouteSettings()
+
+log = logging.getLogger(__name__)
+
+
+class RouteHost:
+    def __init__(
+        self,
+        host_id: str,
+        redis_url: str,
+        key_prefix: str,
+        *,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        clock: Clock | None = None,
+        dispatcher: str | None = None,
+        queue_name: str = DEFAULT_QUEUE,
+        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
+        closed_ttl_s: int = _SETTINGS_DEFAULTS.closed_ttl_s,
+        utility_ttl_s: int = _SETTINGS_DEFAULTS.utility_ttl_s,
+        installation_key: str | None = None,
+        circuit_settings: CircuitSettings | None = None,
+        probe_ttl_s: float = DEFAULT_PROBE_TTL_S,
+    ) -> None:
+        self.host_id = valid_host_id(host_id)
+        self._dispatcher = dispatcher
+        self._queue_name = queue_name
+        self._sync: redis.Redis | None = None  # rq's client, created on first dispatch
+        self._clock = clock or SystemClock()
+        self._keys = KeySpace(key_prefix)
+        self._redis_url = redis_url
+        self._store = RouteStore.connect(
+            redis_url, clock=self._clock, keys=self._keys, max_connections=max_connections,
+            events_maxlen=events_maxlen,
+        )  # fmt: skip
+        settings = RouteSettings(
+            host_id=self.host_id, closed_ttl_s=closed_ttl_s, utility_ttl_s=utility_ttl_s
+        )
+        self._metrics = route_metrics()
+        # Circuits: its own bounded pool; releases this host plans arm timers here too.
+        binding = circuit_binding(
+            installation_key, settings=circuit_settings, probe_ttl_s=probe_ttl_s
+        )
+        self._circuits = CircuitStore.connect(
+            redis_url, keys=self._keys, max_connections=max_connections,
+            settings=binding.settings,
+        )  # fmt: skip
+        effects = CircuitEffects(
+            self._circuits, self._store, binding,
+            observer=circuit_metrics(), on_released=self._released,
+        )  # fmt: skip
+        self._service = RouteService(
+            self._store, self._clock, settings=settings, on_applied=self._metrics.transition,
+            circuits=effects,
+        )  # fmt: skip
+        self._timers = RouteTimers(
+            self._timers_fired, self._clock, on_fired=self._metrics.timer_lateness.observe,
+            batched=True,
+        )  # fmt: skip
+        self._backstops: HostBackstops | None = None
+        if dispatcher is not None:  # the workers that run dispatches run backstops too
+            armer = BackstopArmer(
+                self._connection, queue_name, self._keys, self.host_id, dispatcher,
+                clock=self._clock,
+            )  # fmt: skip
+            self._backstops = HostBackstops(armer)
+        self._rehydrated: list[ScheduleEntry] = []
+        self._reconciled: ReconcileReport | None = None
+        # Ray runs an async actor's __init__ on its event loop: start rehydrating now,
+        # without waiting for a first call (a restarted host has timers to fire).
+        self._ready = asyncio.get_running_loop().create_task(self._rehydrate())
+
+    # Lifecycle and introspection
+
+    async def ready(self) -> int:
+        """Wait for rehydration; the number of schedules it armed."""
+        await self._ready
+        return len(self._rehydrated)
+
+    async def process_id(self) -> int:
+        return os.getpid()
+
+    async def start_tracing(self) -> HostMemory:
+        """Start tracing allocations (bench/timers.py); the memory at the start."""
+        host_memory.start_tracing()
+        return host_memory.memory_now()
+
+    async def memory_report(self, *, stop_tracing: bool = False) -> HostMemory:
+        """This process's memory now (actors/hosting/memory.py); optionally stop tracing."""
+        report = host_memory.memory_now()
+        if stop_tracing:
+            host_memory.stop_tracing()
+        return report
+
+    async def pending_timers(self) -> int:
+        await self._ready
+        return len(self._timers)
+
+    async def reconciled(self) -> ReconcileReport | None:
+        """What the reconciliation at this host's start did (None without a dispatcher)."""
+        await self._ready
+        return self._reconciled
+
+    async def aclose(self) -> None:
+        """Cancel the timers and close the Redis pools (the schedules stay in Redis)."""
+        self._timers.cancel_all()
+        if self._backstops is not None:
+            await self._backstops.aclose()
+        await self._store.aclose()
+        await self._circuits.aclose()
+        if self._sync is not None:
+            self._sync.close()
+
+    async def _rehydrate(self) -> None:
+        while True:
+            try:
+                entries = await self._own_schedules()
+                break
+            except (RedisError, RecoveryError) as error:  # Redis not reachable yet
+                log.warning("route host %s cannot rehydrate yet: %s", self.host_id, error)
+                await asyncio.sleep(REHYDRATE_RETRY_S)
+        for entry in entries:
+            self._timers.arm_schedule(entry)
+            if self._backstops is not None:
+                self._backstops.cover(entry.deadline)
+        self._rehydrated = entries
+        if self._dispatcher is not None:
+            try:
+                self._reconciled = await asyncio.to_thread(self._reconcile, self._dispatcher)
+            except (RedisError, RecoveryError) as error:
+                log.warning("route host %s could not reconcile dispatches: %s", self.host_id, error)
+        gc.collect()
+        gc.freeze()
+        log.info("route host %s rehydrated %d schedules", self.host_id, len(entries))
+
+    async def _own_schedules(self) -> list[ScheduleEntry]:
+        index = Redis.from_url(self._redis_url, decode_responses=True)
+        try:
+            members = await index.smembers(self._keys.host_routes(self.host_id))
+        finally:
+            await index.aclose()
+        if not members:
+            return []
+        owned = {str(member) for member in members}
+        return [entry for entry in await self._store.schedules() if entry.route_id in owned]
+
+    async def run_batch(self, items: list[BatchItem]) -> list[Any]:
+        """A batch of route requests from one HostBatcher (actors/hosting/batcher.py): the
+        commands as one pipelined round (RouteService.run_many), the reads beside them.
+        Per item, its answer or its exception as a value; every answer sets its route's
+        timer, and routes a timer or a retry-now left `retrying` are dispatched."""
+        await self._ready
+        self._metrics.batch_size.observe(len(items))
+        answers: list[Any] = [None] * len(items)
+        commands = [i for i, (_, request) in enumerate(items) if not _is_read(request)]
+        outcomes = await self._service.run_many(
+            [(items[i][0], cast(RouteCommand, items[i][1])) for i in commands]
+        )
+        due: list[RouteSnapshot] = []
+        for index, outcome in zip(commands, outcomes, strict=True):
+            answers[index] = outcome
+            request = items[index][1]
+            if isinstance(outcome, TransitionRejectedError):
+                self._metrics.rejection(outcome)
+            if not isinstance(outcome, RouteSnapshot):
+                continue
+            self._tracked(outcome)
+            if isinstance(request, ReportFailure):
+                self._metrics.decision(outcome)
+            if isinstance(request, RetryNow | FireDueCommand):
+                due.append(outcome)
+        self._metrics.pending_timers.set(len(self._timers), tags={"host": self.host_id})
+        await self._dispatched_all(due)
+        reads = [i for i, (_, request) in enumerate(items) if _is_read(request)]
+        results = await asyncio.gather(
+            *(self._read(*items[i]) for i in reads), return_exceptions=True
+        )
+        for index, result in zip(reads, results, strict=True):
+            answers[index] = result
+        return answers
+
+    async def _read(self, route_id: str, request: HostRequest) -> Any:
+        if isinstance(request, ReadHistory):
+            return await self._service.history(route_id)
+        return await self._service.snapshot(route_id)
+
+    def _released(self, snapshots: Sequence[RouteSnapshot]) -> None:
+        """Parked routes (of any host) this host gave a wave slot after a circuit closed:
+        armed here, so they fire at their slot (the owner's timer is later; fenced)."""
+        for snapshot in snapshots:
+            self._tracked(snapshot)
+
+    def _tracked(self, snapshot: RouteSnapshot) -> RouteSnapshot:
+        self._timers.track(snapshot)
+        if self._backstops is not None:
+            self._backstops.cover_snapshot(snapshot)
+        return snapshot
+
+    # Dispatch
+
+    async def _timers_fired(self, due: Sequence[Due]) -> list[RouteSnapshot | Exception]:
+        """What timers due together perform, as one batch (RouteTimers tracks the answers
+        itself): the fenced fires, then the dispatch of the routes they left retrying."""
+        outcomes = await self._service.run_many(
+            [
+                (route_id, FireDueCommand(generation, ordinal))
+                for route_id, generation, ordinal in due
+            ]
+        )
+        await self._dispatched_all([o for o in outcomes if isinstance(o, RouteSnapshot)])
+        return outcomes
+
+    async def _dispatched_all(self, snapshots: list[RouteSnapshot]) -> None:
+        """Enqueue the dispatch of every route Redis says is `retrying`, off the loop."""
+        retrying = [s for s in snapshots if s.state == "retrying"]
+        if self._dispatcher is None or not retrying:
+            return
+        dispatcher = self._dispatcher
+        try:
+            jobs = await asyncio.to_thread(lambda: [self._enqueue(s, dispatcher) for s in retrying])
+        except (RedisError, RecoveryError) as error:  # reconciliation enqueues them later
+            log.warning("dispatch of %d routes not enqueued: %s", len(retrying), error)
+            return
+        enqueued = [s for s, job in zip(retrying, jobs, strict=True) if job is not None]
+        if enqueued:  # Ray's Counter.inc refuses 0
+            self._metrics.dispatches.inc(len(enqueued))
+        now = self._clock.now()
+        for snapshot in enqueued:
+            if snapshot.updated_at is not None:
+                self._metrics.dispatch_enqueue.observe((now - snapshot.updated_at).total_seconds())
+
+    async def _dispatched(self, snapshot: RouteSnapshot) -> RouteSnapshot:
+        """Enqueue the dispatch of a route Redis says is `retrying`; the snapshot."""
+        await self._dispatched_all([snapshot])
+        return snapshot
+
+    def _connection(self) -> redis.Redis:
+        if self._sync is None:
+            self._sync = redis.Redis.from_url(self._redis_url)
+        return self._sync
+
+    def _enqueue(self, snapshot: RouteSnapshot, dispatcher: str) -> str | None:
+        queue = dispatch_queue(self._connection(), self._queue_name)
+        return enqueue_dispatch(
+            queue, self._keys, snapshot.route_id, snapshot.generation,
+            snapshot.attempt_ordinal, dispatcher=dispatcher, now=self._clock.now(),
+            host_id=self.host_id,
+        )  # fmt: skip
+
+    def _reconcile(self, dispatcher: str) -> ReconcileReport:
+        queue = dispatch_queue(self._connection(), self._queue_name)
+        return reconcile_dispatches(queue, self._keys, dispatcher, now=self._clock.now())

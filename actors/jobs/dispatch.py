@@ -1,0 +1,174 @@
+"""Dispatch of due retries through rq, with a ledger that makes each dispatch happen once.
+
+A route that enters `retrying` gets one dispatch for its attempt (route, generation,
+attempt ordinal) (CONTRACTS.md, Routes). `enqueue_dispatch` writes the attempt's ledger
+as `queued` and enqueues an rq job with a deterministic id. The job, `run_dispatch`,
+runs in an rq worker (JSON serializer, its own process): it fences on the route (still
+`retrying` at that generation and ordinal, else it does nothing), writes the ledger
+`started` (refused if another run already started: a duplicated or re-enqueued job does
+nothing), calls the orchestrator's dispatcher, and writes the ledger `finished` with
+the outcome. `NotDispatched` means nothing was sent: the attempt goes back to the policy
+as a failure reported before any partial result, which retries (the next ordinal, a
+new schedule in Redis), waits, skips or stops (actors/jobs/dispatch_routes.py). Any other
+exception, a timeout included, is ambiguous: the route goes to `action_required`
+("dispatch outcome ambiguous") and the attempt is never dispatched again. A dispatcher
+that cannot be loaded is a configuration error, which a retry would only repeat: the
+route goes to `action_required` ("dispatcher cannot be loaded").
+
+Reconciliation lives in actors/jobs/reconcile.py, the ledger in actors/jobs/ledger.py,
+enqueueing in actors/jobs/queue.py and the dispatcher contract in actors/jobs/dispatcher.py.
+
+Everything here is synchronous redis-py, as rq is: the job uses its worker's connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+from redis import Redis
+from redis.exceptions import RedisError
+from rq import get_current_job
+
+from actors.clock import SystemClock
+from actors.engine.circuit_effects import circuit_binding
+from actors.jobs.backstop_arming import BackstopArmer
+from actors.jobs.dispatch_routes import (
+    abandon_unsent_probe,
+    pending,
+    read_route,
+    reevaluate_not_dispatched,
+    require_action,
+)
+from actors.jobs.dispatcher import NotDispatched, ReplayIdentity, load_dispatcher
+from actors.jobs.ledger import DispatchLedger
+from actors.keys import KeySpace
+from actors.routes.circuit_board import CircuitBinding
+from actors.routes.models import RouteSnapshot
+from actors.routes.steps import clip
+
+REASON_UNLOADABLE: Final = "dispatcher cannot be loaded"
+REASON_AMBIGUOUS: Final = "dispatch outcome ambiguous"
+
+RunResult = Literal["delivered", "not_dispatched", "failed", "stale", "duplicate"]
+
+log = logging.getLogger(__name__)
+
+
+def run_dispatch(  # noqa: PLR0917 - the job's arguments, as enqueued
+    prefix: str,
+    route_id: str,
+    generation: int,
+    ordinal: int,
+    dispatcher: str,
+    host_id: str | None = None,
+) -> str:
+    """The rq job: dispatch attempt (route, generation, ordinal) at most once."""
+    job = get_current_job()
+    if job is None:
+        raise RuntimeError("run_dispatch runs as an rq job")
+    worker = job.worker_name or f"job-{job.id}"
+    keys = KeySpace(prefix)
+    rearm = None
+    if host_id is not None:
+        rearm = _backstop_rearm(job.connection, job.origin, keys, host_id, dispatcher)
+    return dispatch_once(
+        job.connection, keys, route_id, generation, ordinal, dispatcher=dispatcher,
+        worker=worker, rearm=rearm, circuits=circuit_binding(),
+    )  # fmt: skip
+
+
+def _backstop_rearm(
+    connection: Redis, queue_name: str, keys: KeySpace, host_id: str, dispatcher: str
+) -> Callable[[RouteSnapshot], None]:
+    """Arm the host's backstop for a schedule this job wrote: the host's in-process timer
+    never saw that write, so the durable backstop is what fires it."""
+    armer = BackstopArmer(
+        lambda: connection, queue_name, keys, host_id, dispatcher, clock=SystemClock()
+    )
+
+    def rearm(snapshot: RouteSnapshot) -> None:
+        if snapshot.deadline is not None:
+            armer.arm([snapshot.deadline])
+
+    return rearm
+
+
+def dispatch_once(
+    connection: Redis,
+    keys: KeySpace,
+    route_id: str,
+    generation: int,
+    ordinal: int,
+    *,
+    dispatcher: str,
+    worker: str,
+    rearm: Callable[[RouteSnapshot], None] | None = None,
+    circuits: CircuitBinding | None = None,
+) -> RunResult:
+    """What a dispatch job does, on `connection`, as `worker`. `rearm` is given the
+    route's snapshot when a NotDispatched re-evaluation left it waiting again; with
+    `circuits`, that re-evaluation plans with the circuits (actors/jobs/dispatch_routes.py).
+
+    An attempt that held its circuit's probe lease (the probe): when nothing was sent
+    (NotDispatched, a dispatcher that cannot be loaded) the lease is abandoned at once,
+    so the next caller can probe now; when the outcome is ambiguous the lease is left to
+    its TTL: the probe may have reached the provider and may still be running, so another
+    probe now could be a second one at once, and its verdict will never be reported."""
+    snapshot = read_route(connection, keys, route_id)
+    if not pending(snapshot, generation, ordinal):
+        return "stale"
+    ledger = DispatchLedger(connection, keys)
+    if ledger.start(route_id, generation, ordinal, worker, _now()) != "applied":
+        return "duplicate"
+    identity = ReplayIdentity(
+        route_id, generation, ordinal, snapshot.candidate_id,
+        provider_session_id=snapshot.provider_session_id, prompt_ref=snapshot.invocation_id,
+    )  # fmt: skip
+    try:
+        call = load_dispatcher(dispatcher)
+    except Exception as error:
+        detail = clip(f"dispatcher {dispatcher!r} cannot be loaded: {type(error).__name__}")
+        ledger.finish(route_id, generation, ordinal, "not_dispatched", _now(), detail=detail)
+        abandon_unsent_probe(connection, keys, snapshot, _now())
+        require_action(connection, keys, route_id, generation, ordinal, reason=REASON_UNLOADABLE)
+        return "not_dispatched"
+    try:
+        result = call(
+            route_id, generation, ordinal, snapshot.candidate_id, snapshot.reason, identity
+        )
+        if inspect.isawaitable(result):
+            asyncio.run(_awaited(result))
+    except NotDispatched as error:
+        detail = clip(str(error))
+        ledger.finish(route_id, generation, ordinal, "not_dispatched", _now(), detail=detail)
+        abandon_unsent_probe(connection, keys, snapshot, _now())
+        again = reevaluate_not_dispatched(
+            connection, keys, route_id, generation, ordinal, detail=detail, binding=circuits
+        )
+        if again is not None and again.deadline is not None and rearm is not None:
+            try:
+                rearm(again)
+            except RedisError as error:  # durable anyway: the host's rehydration arms it
+                log.warning("backstop of route %s not armed: %s", route_id, error)
+        return "not_dispatched"
+    except Exception as error:
+        detail = type(error).__name__
+        ledger.finish(route_id, generation, ordinal, "failed", _now(), detail=detail)
+        # a probe's lease is left to its TTL: the probe may have happened (docstring)
+        require_action(connection, keys, route_id, generation, ordinal, reason=REASON_AMBIGUOUS)
+        return "failed"
+    ledger.finish(route_id, generation, ordinal, "delivered", _now())
+    return "delivered"
+
+
+async def _awaited(result: Any) -> None:
+    await result
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

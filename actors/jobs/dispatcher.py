@@ -1,0 +1,51 @@
+"""The dispatcher contract: what the runtime calls to hand a due retry back to the
+orchestrator, and how the orchestrator says nothing was sent (CONTRACTS.md, Dispatcher).
+
+A dispatcher is any callable at a `module:attribute` path, called inside an rq job as
+`dispatcher(route_id, generation, ordinal, candidate_id, reason, identity)`; it may return
+an awaitable, which the job awaits.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from actors.errors import RecoveryError
+
+
+class NotDispatched(RecoveryError):  # noqa: N818 - the name CONTRACTS.md gives dispatchers
+    """Raised by a dispatcher when it sent nothing: the attempt can be re-evaluated."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayIdentity:
+    """What identifies the turn to replay (CONTRACTS.md, Routes). `prompt_ref` is the
+    route's invocation id; `provider_session_id` the agent's own session id the route
+    recorded for its current candidate (None: no provider-native resume)."""
+
+    route_id: str
+    generation: int
+    ordinal: int
+    candidate_id: str | None
+    provider_session_id: str | None = None
+    prompt_ref: str | None = None
+
+
+Dispatcher = Callable[[str, int, int, str | None, str | None, ReplayIdentity], Any]
+
+
+def load_dispatcher(path: str) -> Dispatcher:
+    """The callable at `module:attribute`."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"a dispatcher path is 'module:callable', got {path!r}")
+    found: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        found = getattr(found, part)
+    if not callable(found):
+        raise TypeError(f"dispatcher {path!r} is not callable")
+    dispatcher: Dispatcher = found
+    return dispatcher

@@ -1,0 +1,90 @@
+"""The dispatch queue: its name, the deterministic ids of dispatch jobs, and the one way a
+dispatch is enqueued (the attempt's ledger written `queued` first, the job id deduplicating).
+Both jobs build on this module; neither imports the other to enqueue."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any, Final
+
+from redis import Redis
+from rq import Queue
+from rq.exceptions import DuplicateJobError, NoSuchJobError
+from rq.job import Job, JobStatus
+from rq.serializers import JSONSerializer
+
+from actors.jobs.ledger import LEDGER_TTL_S, DispatchLedger
+from actors.keys import KeySpace, valid_route_id
+
+JOB_FUNCTION: Final = "actors.jobs.dispatch.run_dispatch"
+DEFAULT_QUEUE: Final = "recovery-dispatch"
+JOB_TIMEOUT_S: Final = 10 * 60
+# Jobs rq holds that will still run (or are running): enqueuing again would only repeat them.
+PENDING_JOB_STATUSES: Final = frozenset(
+    {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.STARTED, JobStatus.DEFERRED}
+)
+
+
+def dispatch_job_id(keys: KeySpace, route_id: str, generation: int, ordinal: int) -> str:
+    """rq admits only `[A-Za-z0-9_-]` in job ids: a hash of the attempt's ledger key."""
+    ledger_key = keys.dispatch(route_id, generation, ordinal)
+    return "dispatch-" + hashlib.sha256(ledger_key.encode()).hexdigest()[:40]
+
+
+def default_queue_name(prefix: str) -> str:
+    """The dispatch queue of a key prefix, as the runtime and `recovery reconcile` name it."""
+    return f"{prefix}-dispatch"
+
+
+def dispatch_queue(connection: Redis, name: str = DEFAULT_QUEUE) -> Queue:
+    """The rq queue dispatch jobs go to, with the JSON serializer."""
+    return Queue(name, connection=connection, serializer=JSONSerializer)
+
+
+def enqueue_dispatch(
+    queue: Queue,
+    keys: KeySpace,
+    route_id: str,
+    generation: int,
+    ordinal: int,
+    *,
+    dispatcher: str,
+    now: datetime,
+    host_id: str | None = None,
+) -> str | None:
+    """Write the attempt's ledger `queued` (if it has none) and enqueue its job. The job
+    id, or None when the ledger shows the attempt already started or finished (nothing is
+    enqueued then: it was dispatched, or its outcome is someone else's to settle).
+    `host_id`: the route host owning the route, so that a schedule the job writes (a
+    NotDispatched re-evaluated into a new wait) gets that host's durable backstop."""
+    valid_route_id(route_id)
+    job_id = dispatch_job_id(keys, route_id, generation, ordinal)
+    ledger = DispatchLedger(queue.connection, keys)
+    refused = ledger.queue(route_id, generation, ordinal, job_id, now)
+    if refused not in ("applied", "queued"):
+        return None
+    args = (keys.prefix, route_id, generation, ordinal, dispatcher, host_id)
+    _enqueue_once(queue, job_id, args)
+    return job_id
+
+
+def _enqueue_once(queue: Queue, job_id: str, args: tuple[Any, ...]) -> None:
+    """Enqueue unless rq still holds a pending job with this id (the id dedups); a job rq
+    has done with is replaced. A duplicate that slips through is a no-op run."""
+    options: dict[str, Any] = {
+        "job_id": job_id, "job_timeout": JOB_TIMEOUT_S, "result_ttl": 3600,
+        "failure_ttl": LEDGER_TTL_S, "unique": True,
+    }  # fmt: skip
+    try:
+        queue.enqueue(JOB_FUNCTION, *args, **options)
+    except DuplicateJobError:
+        try:
+            existing = Job.fetch(job_id, connection=queue.connection, serializer=JSONSerializer)
+        except NoSuchJobError:  # gone meanwhile
+            queue.enqueue(JOB_FUNCTION, *args, **options)
+            return
+        if existing.get_status() in PENDING_JOB_STATUSES:
+            return
+        existing.delete()
+        queue.enqueue(JOB_FUNCTION, *args, **options)

@@ -1,0 +1,100 @@
+"""Reconciliation: re-enqueue the provably undispatched attempts of `retrying` routes and
+move the ambiguous ones to `action_required`. rq's own registries are not consulted for
+that rule (they mark a dead worker's job abandoned only after 60 s or more)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final
+
+from redis import Redis
+from rq import Queue, Worker
+
+from actors.jobs.dispatch_routes import (
+    read_route,
+    require_action,
+)
+from actors.jobs.ledger import DispatchLedger, LedgerEntry
+from actors.jobs.queue import enqueue_dispatch
+from actors.keys import KeySpace
+from actors.routes.models import RouteSnapshot
+from actors.store.replies import reply_text
+
+DEFAULT_STARTED_TIMEOUT_S: Final = 15 * 60
+REASON_ABANDONED: Final = "dispatch started but never finished"
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileReport:
+    """Route ids by what reconciliation did to their pending dispatch."""
+
+    requeued: list[str] = field(default_factory=list)
+    ambiguous: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+
+
+def live_workers(connection: Redis) -> frozenset[str]:
+    """Names of the rq workers registered on this Redis (a dead one expires)."""
+    prefix = Worker.redis_worker_namespace_prefix
+    return frozenset(key.removeprefix(prefix) for key in Worker.all_keys(connection=connection))
+
+
+def retrying_routes(connection: Redis, keys: KeySpace) -> list[RouteSnapshot]:
+    """Every route in `retrying` under the prefix (a SCAN: an administrative pass)."""
+    found: list[RouteSnapshot] = []
+    route_prefix = keys.route("x")[:-1]
+    for key in connection.scan_iter(match=f"{route_prefix}*", count=1000):
+        route_id = reply_text(key).removeprefix(route_prefix)
+        state = connection.hget(reply_text(key), "state")
+        if state is not None and reply_text(state) == "retrying":
+            found.append(read_route(connection, keys, route_id))
+    return found
+
+
+def reconcile(
+    queue: Queue,
+    keys: KeySpace,
+    dispatcher: str,
+    *,
+    now: datetime,
+    started_timeout_s: float = DEFAULT_STARTED_TIMEOUT_S,
+) -> ReconcileReport:
+    """One pass over the retrying routes: never started -> enqueue again (the job id and
+    the ledger fence make a repeat harmless); started and not finished with its worker
+    gone or its start older than `started_timeout_s` -> action_required; else leave."""
+    connection = queue.connection
+    ledger = DispatchLedger(connection, keys)
+    workers = live_workers(connection)
+    report = ReconcileReport()
+    for route in retrying_routes(connection, keys):
+        generation, ordinal = route.generation, route.attempt_ordinal
+        entry = ledger.read(route.route_id, generation, ordinal)
+        if entry.state in ("none", "queued"):
+            job_id = enqueue_dispatch(
+                queue, keys, route.route_id, generation, ordinal, dispatcher=dispatcher, now=now
+            )
+            (report.requeued if job_id is not None else report.left).append(route.route_id)
+        elif entry.state == "started" and _abandoned(entry, workers, now, started_timeout_s):
+            require_action(
+                connection,
+                keys,
+                route.route_id,
+                generation,
+                ordinal,
+                reason=REASON_ABANDONED,
+                now=now,
+            )
+            report.ambiguous.append(route.route_id)
+        else:
+            report.left.append(route.route_id)
+    return report
+
+
+def _abandoned(
+    entry: LedgerEntry, workers: frozenset[str], now: datetime, timeout_s: float
+) -> bool:
+    if entry.worker not in workers:
+        return True
+    started = entry.started_at
+    return started is None or (now - started).total_seconds() > timeout_s

@@ -1,0 +1,234 @@
+"""The rq workers of a runtime: their own processes, spawned and supervised here.
+
+rq installs signal handlers and forks a work horse per job, which does not fit inside a
+Ray actor (DESIGN.md §3), so the runtime runs `count` plain `rq worker` processes (the
+same interpreter and venv, JSON serializer, with the scheduler) on its dispatch queue.
+They run rq's SimpleWorker class: the job runs in the worker process itself. rq's
+default Worker forks a work horse per job and puts it in a process group of its own, so
+a worker that dies leaves its horse running unseen (and still able to dispatch); with a
+SimpleWorker the death of the worker is the end of its dispatch, and stopping the worker
+(its own session here) leaves nothing behind.
+
+A supervisor thread polls the processes. When one has died it forgets the dead worker's
+rq registration (rq would keep it for its worker TTL, ~7 min, and the dispatch ledger
+would take a dispatch the dead worker started for one still running), calls `on_death`
+(the runtime reconciles there: the dead worker's started dispatches become
+`action_required`) and starts a new worker in its place.
+
+`stop()` sends SIGTERM to every worker's process group (rq finishes nothing more: a warm
+shutdown lets the running job end), waits, and sends SIGKILL after the timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Self
+
+import redis
+from rq import Worker
+from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
+
+from actors.engine.config import DEFAULT_WORKER_COUNT
+
+SUPERVISE_POLL_S: Final = 0.2
+STOP_TIMEOUT_S: Final = 10.0
+STOP_POLL_S: Final = 0.02
+SERIALIZER: Final = "rq.serializers.JSONSerializer"
+WORKER_CLASS: Final = "rq.worker.SimpleWorker"
+# The folder holding the `actors` package: workers import the dispatch job from it.
+PROJECT_ROOT: Final = Path(__file__).resolve().parents[2]
+
+log = logging.getLogger(__name__)
+
+OnDeath = Callable[[str], None]
+"""Called with the name of a worker found dead, before it is replaced."""
+
+
+def worker_command(url: str, queue: str, name: str) -> list[str]:
+    """The `rq worker` command line of one supervised worker."""
+    return [
+        sys.executable, "-m", "rq.cli", "worker", "--url", url, "--serializer", SERIALIZER,
+        "--worker-class", WORKER_CLASS, "--with-scheduler", "--name", name, "--quiet", queue,
+    ]  # fmt: skip
+
+
+def worker_env(extra_paths: tuple[str, ...] = ()) -> dict[str, str]:
+    """This process's environment with the project (and `extra_paths`) importable."""
+    env = dict(os.environ)
+    paths = [str(PROJECT_ROOT), *extra_paths]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def forget_worker(connection: redis.Redis, name: str, queue: str) -> None:
+    """Remove a dead worker's rq registration, so no one counts it as alive."""
+    key = Worker.redis_worker_namespace_prefix + name
+    with connection.pipeline() as pipeline:
+        pipeline.srem(REDIS_WORKER_KEYS, key)
+        pipeline.srem(WORKERS_BY_QUEUE_KEY % queue, key)
+        pipeline.delete(key)
+        pipeline.execute()
+
+
+@dataclass
+class WorkerProcess:
+    name: str
+    process: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def signal_group(self, number: signal.Signals) -> None:
+        """Signal the worker and its work horse (its own process group)."""
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            os.killpg(self.process.pid, number)
+
+
+class WorkerPool:
+    """`count` supervised rq workers on `queue` of the Redis at `url`."""
+
+    def __init__(
+        self,
+        url: str,
+        queue: str,
+        *,
+        count: int = DEFAULT_WORKER_COUNT,
+        name_prefix: str = "recovery",
+        extra_paths: tuple[str, ...] = (),
+        env: Mapping[str, str] | None = None,
+        on_death: OnDeath | None = None,
+        poll_s: float = SUPERVISE_POLL_S,
+    ) -> None:
+        if count < 1:
+            raise ValueError(f"count must be >= 1, got {count}")
+        self.url = url
+        self.queue = queue
+        self.count = count
+        self.name_prefix = name_prefix
+        self.restarts = 0
+        self._env = dict(env) if env is not None else worker_env(extra_paths)
+        self._on_death = on_death
+        self._poll_s = poll_s
+        self._workers: list[WorkerProcess] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def workers(self) -> list[WorkerProcess]:
+        with self._lock:
+            return list(self._workers)
+
+    def start(self) -> Self:
+        with self._lock:
+            self._workers = [self._spawn() for _ in range(self.count)]
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._supervise, name="rq-supervisor", daemon=True)
+        self._thread.start()
+        return self
+
+    def supervise_once(self) -> list[str]:
+        """Replace every worker that has died; the names of the dead ones."""
+        dead: list[str] = []
+        with self._lock:
+            for index, worker in enumerate(self._workers):
+                if worker.alive() or self._stopping.is_set():
+                    continue
+                worker.signal_group(signal.SIGKILL)  # anything left in its session
+                dead.append(worker.name)
+                self._forget(worker.name)
+                self._notify(worker.name)
+                self._workers[index] = self._spawn()
+                self.restarts += 1
+                log.warning("rq worker %s died (pid %d); restarted", worker.name, worker.pid)
+        return dead
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Stop supervising, SIGTERM every worker, SIGKILL what is left after the timeout."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for worker in workers:
+            try:
+                worker.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("rq worker %s ignored SIGTERM; killing it", worker.name)
+            worker.signal_group(signal.SIGKILL)  # the group: a horse left behind too
+            worker.process.wait()
+            self._forget(worker.name)
+
+    def _supervise(self) -> None:
+        while not self._stopping.wait(self._poll_s):
+            try:
+                self.supervise_once()
+            except Exception:  # keep supervising whatever one round met
+                log.exception("rq worker supervision failed; trying again")
+
+    def _spawn(self) -> WorkerProcess:
+        name = f"{self.name_prefix}-{uuid.uuid4().hex[:12]}"
+        process = subprocess.Popen(
+            worker_command(self.url, self.queue, name), env=self._env, cwd=PROJECT_ROOT,
+            start_new_session=True, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        return WorkerProcess(name, process)
+
+    def _forget(self, name: str) -> None:
+        try:
+            connection = redis.Redis.from_url(self.url)
+            try:
+                forget_worker(connection, name, self.queue)
+            finally:
+                connection.close()
+        except redis.RedisError as error:
+            log.warning("cannot forget rq worker %s: %s", name, error)
+
+    def _notify(self, name: str) -> None:
+        if self._on_death is None:
+            return
+        try:
+            self._on_death(name)
+        except Exception:
+            log.exception("handling the death of rq worker %s failed", name)
+
+
+def wait_registered(url: str, names: list[str], timeout_s: float) -> bool:
+    """Whether every named worker registered with rq within `timeout_s` (polling)."""
+    keys = {Worker.redis_worker_namespace_prefix + name for name in names}
+    connection = redis.Redis.from_url(url)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            members = {_text(m) for m in connection.smembers(REDIS_WORKER_KEYS)}
+            if keys <= members:
+                return True
+            time.sleep(STOP_POLL_S)
+        return False
+    finally:
+        connection.close()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

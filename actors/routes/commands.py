@@ -1,0 +1,186 @@
+"""What can happen to a route, as values: the commands a route's transition function takes.
+
+A route's logic is a pure function `plan(snapshot, command, context) -> Transition | None`
+(actors/routes/plan.py); the service (actors/engine/service.py) reads the snapshot,
+plans, and applies the one Transition to Redis. `context` carries the time and the
+settings, so the function never reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final
+
+from actors.keys import valid_host_id
+from actors.routes.circuit_board import CircuitBoard
+from actors.routes.models import CallerContext
+from actors.routes.profiles import RouteProfile
+from catalogue import Classification, Evidence
+from policy import TurnEvidence
+
+DAY_S: Final = 24 * 3600
+
+Classifier = Callable[[Evidence, datetime], Classification]
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSettings:
+    """`host_id`: the route host whose index every written route joins. Utility routes
+    expire `utility_ttl_s` after their last write (a waiting one only after its deadline);
+    closed routes `closed_ttl_s` after closing. `thoughts_block_replay`: observed thoughts
+    make a turn unsafe to repeat, like output (policy.assess_turn)."""
+
+    host_id: str | None = None
+    utility_ttl_s: int = DAY_S
+    closed_ttl_s: int = 7 * DAY_S
+    thoughts_block_replay: bool = True
+
+    def __post_init__(self) -> None:
+        if self.host_id is not None:
+            valid_host_id(self.host_id)
+        for name in ("utility_ttl_s", "closed_ttl_s"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a whole number of seconds >= 1, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class RouteContext:
+    """The moment a command is planned at (aware UTC) and the settings it runs with.
+    `classifier` classifies a report's evidence at `now` (None: catalogue.classify); a
+    batch passes one that classifies each distinct evidence once (actors/engine/batch.py).
+    `circuits`: the circuits of the round's routes, read (and probe leases taken) before
+    planning (actors/routes/circuit_board.py); None plans as if every circuit were closed."""
+
+    now: datetime
+    settings: RouteSettings = field(default_factory=RouteSettings)
+    classifier: Classifier | None = None
+    circuits: CircuitBoard | None = None
+
+    def __post_init__(self) -> None:
+        if self.now.utcoffset() is None:
+            raise ValueError(f"a route context needs an aware time, got {self.now!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A new route on the profile's first enabled candidate, generation 1.
+    `provider_session_id`: the agent's own session id, when it has one."""
+
+    profile: RouteProfile
+    caller: CallerContext
+    invocation_id: str
+    provider_session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFailure:
+    """A failed turn. `evidence` is classified with the context's time unless it is
+    already a Classification; `turn` is what was observed of the turn (None: nothing was
+    recorded, which is unsafe). `provider_session_id`: the agent's own session id the
+    turn ran in, if the report knows it (None keeps the one recorded)."""
+
+    expected_generation: int
+    evidence: Evidence | Classification
+    turn: TurnEvidence | None
+    caller: CallerContext
+    invocation_id: str
+    provider_session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSuccess:
+    expected_generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class FireDue:
+    """A timer for the attempt (generation, ordinal): fires only if that attempt is still
+    the one pending and its deadline has come; otherwise nothing happens."""
+
+    generation: int
+    ordinal: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseParked:
+    """A circuit closed: the route parked on `circuit` for attempt (generation, ordinal)
+    gets its wave slot `at` as its new deadline; otherwise nothing happens."""
+
+    generation: int
+    ordinal: int
+    circuit: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RetryNow:
+    expected_generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class SkipNow:
+    expected_generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelWait:
+    expected_generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class StopRoute:
+    expected_generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    expected_generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class StartFresh:
+    """A new generation and cycle on the first eligible candidate; `profile` replaces the
+    stored one when given."""
+
+    expected_generation: int
+    profile: RouteProfile | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    expected_generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteSwitch:
+    """The route now runs on the candidate a skip selected: switching -> active."""
+
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateProfile:
+    """A profile edit: stored for the next decision; a pending schedule keeps its own."""
+
+    profile: RouteProfile
+
+
+RouteCommand = (
+    Start
+    | ReportFailure
+    | ReportSuccess
+    | FireDue
+    | ReleaseParked
+    | RetryNow
+    | SkipNow
+    | CancelWait
+    | StopRoute
+    | Resume
+    | StartFresh
+    | Close
+    | CompleteSwitch
+    | UpdateProfile
+)

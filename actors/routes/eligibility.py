@@ -1,0 +1,176 @@
+"""Circuits as an eligibility input of route decisions (DESIGN.md §3; issue 5): which
+candidate a skip or a start runs on, and how long a failure decision may park on an open
+circuit. Pure, like actors/routes/circuit_board.py: the circuits are the round's CircuitBoard.
+
+Choosing a candidate (a skip: the policy's on_exhausted, a skip-now; a start, a start
+fresh). Candidates are taken in the order a skip takes them without circuits (profile
+order after the current one, wrapping; a start from the first), enabled and not skipped
+in this cycle:
+- the first whose covering circuits are all closed is chosen, and runs now;
+- when every one of them is blocked (open or half-open), a skip parks on the first of
+  them whose wait fits its policy: it switches to that candidate (a new generation) but
+  waits in `retry_wait` with reason `circuit_open` until its circuit can next be probed,
+  and its first attempt there meets the circuit gate like any parked attempt (it is the
+  probe, dispatches, or parks again). A wait fits when it ends within the candidate's
+  hold horizon for the failure's class: the longest its policy would hold such a failure
+  (its reset wait's max_wait_seconds if enabled, plus every retry delay if retrying is
+  enabled). When none fits (a policy that never waits, as the default one) the skip
+  stops: `action_required`, naming the open circuits;
+- a start or a start fresh is the orchestrator's own turn, not a dispatch of the
+  runtime's: it prefers a candidate whose circuits are closed and, when all are blocked,
+  starts on the first one as before (its failure, if any, is reported and parks).
+
+Capping a park (a Retry or a WaitForReset on a blocked candidate): parking is allowed
+while the circuit's wake (when its probe can next be had) is within the decision's own
+horizon for this class: for a reset wait, now + the class policy's max_wait_seconds; for a
+retry, now + the delays of this retry and of every retry the budget still allows (the
+time the policy would spend retrying before it gives up). Beyond it the decision is the
+policy's `on_exhausted` (as once this class's waits and retries are spent): a skip,
+circuit-aware as above, or a stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from actors.routes.circuit_board import (
+    CircuitBinding,
+    CircuitBoard,
+    Park,
+    covering,
+    profile_candidate_key,
+)
+from actors.routes.profiles import RouteCandidate, RouteProfile, candidates_of
+from catalogue.codes import ErrorClass
+from circuits import ResourceKey
+from policy import (
+    POLICY_CLASSES,
+    Decision,
+    Limits,
+    NamedPolicy,
+    PolicyDocument,
+    Retry,
+    WaitForReset,
+    retry_delays,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The candidate to run on; `park` when it must first wait on its circuit."""
+
+    candidate: RouteCandidate
+    park: Park | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AllBlocked:
+    """Every remaining candidate is blocked beyond what its policy would wait."""
+
+    circuits: tuple[str, ...]
+
+
+def ordered(
+    profile: RouteProfile, after: str | None, excluded: Iterable[str] = ()
+) -> list[RouteCandidate]:
+    """The enabled, not excluded candidates in the order a skip tries them (as
+    route_profiles.next_eligible: after `after`, wrapping, never `after` itself)."""
+    candidates = candidates_of(profile)
+    out = frozenset(excluded) | ({after} if after is not None else set())
+    start = next((c.index + 1 for c in candidates if c.id == after), 0)
+    return [c for c in candidates[start:] + candidates[:start] if c.enabled and c.id not in out]
+
+
+def candidate_resources(
+    binding: CircuitBinding, profile: RouteProfile, excluded: Iterable[str] = ()
+) -> dict[str, ResourceKey]:
+    """(resource id -> key) of every circuit covering a candidate a skip or start could
+    choose: what a round reads so that choice sees the circuits."""
+    wanted: dict[str, ResourceKey] = {}
+    for candidate in ordered(profile, None, excluded):
+        key = profile_candidate_key(profile, candidate.id, binding)
+        if key is not None:
+            wanted.update(covering(key))
+    return wanted
+
+
+def blocked(
+    board: CircuitBoard, profile: RouteProfile, candidate: RouteCandidate, now: datetime
+) -> Park | None:
+    return board.blocking(profile_candidate_key(profile, candidate.id, board.binding), now)
+
+
+def choose_skip(
+    board: CircuitBoard | None,
+    profile: RouteProfile,
+    *,
+    current: str | None,
+    excluded: Iterable[str],
+    error_class: ErrorClass | None,
+    now: datetime,
+) -> Choice | AllBlocked | None:
+    """Where a skip goes (module docstring); None when no candidate is left."""
+    candidates = ordered(profile, current, excluded)
+    if not candidates:
+        return None
+    if board is None:
+        return Choice(candidates[0])
+    parks: list[tuple[RouteCandidate, Park]] = []
+    for candidate in candidates:
+        park = blocked(board, profile, candidate, now)
+        if park is None:
+            return Choice(candidate)
+        parks.append((candidate, park))
+    for candidate, park in parks:
+        horizon = now + timedelta(seconds=hold_seconds(candidate, error_class))
+        if park.until <= horizon:
+            return Choice(candidate, park)
+    return AllBlocked(tuple(dict.fromkeys(park.circuit for _, park in parks)))
+
+
+def choose_start(
+    board: CircuitBoard | None, profile: RouteProfile, now: datetime
+) -> RouteCandidate | None:
+    """The candidate a start or start fresh runs on (module docstring)."""
+    candidates = ordered(profile, None)
+    if board is not None:
+        for candidate in candidates:
+            if blocked(board, profile, candidate, now) is None:
+                return candidate
+    return candidates[0] if candidates else None
+
+
+def hold_seconds(candidate: RouteCandidate, error_class: ErrorClass | None) -> float:
+    """The longest the candidate's policy holds a failure of `error_class`: its reset
+    wait (if enabled) plus every retry delay (if enabled); 0 for a class no policy covers."""
+    if error_class is None or error_class not in POLICY_CLASSES:
+        return 0.0
+    document, limits = _unpacked(candidate.policy)
+    section = document.for_class(error_class)
+    wait = section.wait_for_reset.max_wait_seconds if section.wait_for_reset.enabled else 0
+    return float(wait + sum(retry_delays(section.retry, cap_seconds=limits.delay_cap_seconds)))
+
+
+def decision_horizon(
+    candidate: RouteCandidate, error_class: ErrorClass, decision: Decision, now: datetime
+) -> datetime | None:
+    """The latest a Retry or WaitForReset may park (module docstring); None for others."""
+    document, limits = _unpacked(candidate.policy)
+    section = document.for_class(error_class)
+    match decision:
+        case WaitForReset():
+            seconds = float(section.wait_for_reset.max_wait_seconds)
+        case Retry(ordinal=ordinal):
+            delays = retry_delays(section.retry, cap_seconds=limits.delay_cap_seconds)
+            seconds = float(sum(delays[max(ordinal - 1, 0) :]))
+        case _:
+            return None
+    return now + timedelta(seconds=seconds)
+
+
+def _unpacked(policy: PolicyDocument | NamedPolicy) -> tuple[PolicyDocument, Limits]:
+    if isinstance(policy, NamedPolicy):
+        return policy.document, policy.limits
+    return policy, Limits()

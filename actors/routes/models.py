@@ -1,0 +1,299 @@
+"""What a route store reads and writes: snapshots, attempt records, schedules, events.
+
+All of these cross a storage boundary (Redis) and later a process boundary (Ray), so they
+are pydantic models, frozen, extra=forbid. Times are aware datetimes normalised to UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Final, Literal, Self, get_args
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    model_validator,
+)
+
+from actors.keys import HostId, RouteId
+from catalogue.codes import ErrorClass
+from policy.cycle import CycleUsage
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+RouteState = Literal[
+    "none",  # never written (or expired): generation 0
+    "active",
+    "retry_wait",
+    "waiting_for_reset",
+    "retrying",
+    "switching",
+    "action_required",
+    "closed",  # terminal; expires after the configured retention
+]
+ROUTE_STATES: Final[tuple[RouteState, ...]] = get_args(RouteState)
+WAITING_STATES: Final[frozenset[RouteState]] = frozenset({"retry_wait", "waiting_for_reset"})
+
+CallerContext = Literal["kanban", "office", "workflow", "utility"]
+
+PendingOutcome = Literal["retry", "retry_after_reset", "skip", "stop"]
+"""What the route will do next without a new report: retry the same candidate at the
+deadline, retry once after a trusted reset, move to the next candidate, or stop."""
+
+AttemptDecision = Literal[
+    # the policy's decisions (policy.Decision)
+    "retry",
+    "wait_for_reset",
+    "skip",
+    "stop",
+    # the runtime's own steps and the manual actions (CONTRACTS.md, Routes)
+    "start",
+    "deadline_reached",
+    "success",
+    "park",
+    "retry_now",
+    "skip_now",
+    "cancel_wait",
+    "resume",
+    "start_fresh",
+    "close",
+]
+
+
+def _to_utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC)
+
+
+UtcDatetime = Annotated[AwareDatetime, AfterValidator(_to_utc)]
+Label = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+Token = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.]{0,63}$")]
+ResourceId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
+
+
+class RetryUsage(BaseModel):
+    model_config = _FROZEN
+
+    candidate_id: Label
+    error_class: ErrorClass
+    used: int = Field(ge=0)
+
+
+class ClassUse(BaseModel):
+    model_config = _FROZEN
+
+    candidate_id: Label
+    error_class: ErrorClass
+
+
+class CycleRecord(BaseModel):
+    """policy.CycleUsage as stored with the route, so a restarted host resumes the cycle."""
+
+    model_config = _FROZEN
+
+    retries: tuple[RetryUsage, ...] = ()
+    reset_waits: tuple[ClassUse, ...] = ()
+    skipped: tuple[Label, ...] = ()
+
+    @classmethod
+    def from_usage(cls, usage: CycleUsage) -> Self:
+        return cls(
+            retries=tuple(
+                RetryUsage(candidate_id=c, error_class=k, used=n)
+                for (c, k), n in sorted(usage.retries.items())
+            ),
+            reset_waits=tuple(
+                ClassUse(candidate_id=c, error_class=k) for c, k in sorted(usage.reset_waits)
+            ),
+            skipped=tuple(sorted(usage.skipped)),
+        )
+
+    def to_usage(self) -> CycleUsage:
+        return CycleUsage(
+            retries={(r.candidate_id, r.error_class): r.used for r in self.retries},
+            reset_waits=frozenset((u.candidate_id, u.error_class) for u in self.reset_waits),
+            skipped=frozenset(self.skipped),
+        )
+
+
+class RouteFields(BaseModel):
+    """A route's durable state apart from its identity, generation and write time.
+
+    `retry_ordinal` / `retry_max`: the policy's count of retries used for the current
+    candidate and class in this cycle, and its budget ("retry 2 of 3"). `attempt_ordinal`:
+    how many attempts (retries and post-reset attempts) were scheduled in this generation;
+    it names the pending attempt (its timers are fenced on it, its dispatch is keyed by
+    it) and is never reused within a generation, unlike the retry ordinal, which a reset
+    wait keeps and a success restarts. `profile`: the profile the route runs with, read
+    at each decision (so an edit affects the next decision); `policy_snapshot`: the one
+    candidate policy the latest decision used. `provider_session_id`: the agent's own
+    session id for the current candidate (from the latest start or report that named
+    one), offered to the dispatcher for a provider-native resume; a switch to another
+    candidate or a fresh start forgets it. `circuit`: the resource id of the circuit the
+    route is parked on (waiting, reason `circuit_open`) or probes (retrying with
+    `probe_token`, the owner token of the circuit's probe lease); every other step
+    forgets both (actors/routes/circuit_board.py).
+    """
+
+    model_config = _FROZEN
+
+    state: RouteState
+    candidate_id: Label | None = None
+    candidate_index: int | None = Field(default=None, ge=0)
+    code: Label | None = None
+    error_class: ErrorClass | None = None
+    rule: Label | None = None
+    catalogue_version: Label | None = None
+    retry_ordinal: int = Field(default=0, ge=0)
+    retry_max: int = Field(default=0, ge=0)
+    attempt_ordinal: int = Field(default=0, ge=0)
+    deadline: UtcDatetime | None = None
+    pending_outcome: PendingOutcome | None = None
+    reason: Text | None = None
+    caller: CallerContext | None = None
+    invocation_id: Label | None = None
+    provider_session_id: Label | None = None
+    circuit: ResourceId | None = None
+    probe_token: Label | None = None
+    policy_snapshot: JsonValue = None
+    cycle: CycleRecord = CycleRecord()
+    profile: JsonValue = None
+
+
+class RouteUpdate(RouteFields):
+    """The state a transition writes. A deadline means a pending schedule, which only a
+    waiting route has; the store writes or clears the schedule from it."""
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Self:
+        if self.state == "none":
+            raise ValueError("a transition cannot write the state 'none'")
+        if self.deadline is not None and self.state not in WAITING_STATES:
+            raise ValueError(f"a deadline needs a waiting state, not {self.state!r}")
+        return self
+
+
+class RouteSnapshot(RouteFields):
+    """The authoritative state of one route. A route never written has state "none" and
+    generation 0."""
+
+    route_id: RouteId
+    generation: int = Field(ge=0)
+    updated_at: UtcDatetime | None = None
+
+    @classmethod
+    def absent(cls, route_id: str) -> Self:
+        return cls(route_id=route_id, state="none", generation=0)
+
+
+class AttemptRecord(BaseModel):
+    """One entry of a route's append-only history: the decision and everything it was
+    based on at that moment, including the policy snapshot."""
+
+    model_config = _FROZEN
+
+    generation: int = Field(ge=1)
+    ordinal: int = Field(ge=0)
+    candidate_id: Label | None = None
+    code: Label | None = None
+    error_class: ErrorClass | None = None
+    rule: Label | None = None
+    catalogue_version: Label | None = None
+    policy_snapshot: JsonValue = None
+    decision: AttemptDecision
+    deadline: UtcDatetime | None = None
+    reason: Text | None = None
+    safe_excerpt: Text | None = None
+    at: UtcDatetime
+
+
+class ScheduleEntry(BaseModel):
+    """A pending schedule as stored in its human-readable hash. `ordinal` is the route's
+    attempt ordinal: (route, generation, ordinal) names the one attempt it will start."""
+
+    model_config = _FROZEN
+
+    route_id: RouteId
+    generation: int = Field(ge=1)
+    state: RouteState
+    deadline: UtcDatetime
+    candidate_id: Label | None = None
+    code: Label | None = None
+    error_class: ErrorClass | None = None
+    ordinal: int = Field(ge=0)
+    pending_outcome: PendingOutcome | None = None
+    reason: Text | None = None
+
+
+class RouteEvent(BaseModel):
+    """One transition as published on the events stream: what an Office or Kanban view
+    shows (no policy document, no raw evidence)."""
+
+    model_config = _FROZEN
+
+    event_id: str
+    event: Literal["route.transition"]
+    route_id: RouteId
+    cause: Token
+    decision: AttemptDecision | None = None
+    from_state: RouteState
+    from_generation: int = Field(ge=0)
+    state: RouteState
+    generation: int = Field(ge=1)
+    candidate_id: Label | None = None
+    candidate_index: int | None = Field(default=None, ge=0)
+    code: Label | None = None
+    error_class: ErrorClass | None = None
+    rule: Label | None = None
+    catalogue_version: Label | None = None
+    retry_ordinal: int = Field(ge=0)
+    retry_max: int = Field(ge=0)
+    attempt_ordinal: int = Field(default=0, ge=0)
+    deadline: UtcDatetime | None = None
+    pending_outcome: PendingOutcome | None = None
+    reason: Text | None = None
+    caller: CallerContext | None = None
+    invocation_id: Label | None = None
+    at: UtcDatetime
+
+
+class Transition(BaseModel):
+    """One fenced step of a route: applied only if the route is at `expected_generation`
+    and in one of `allowed_from`; then the route becomes `route`, `attempt` (if any) is
+    appended to its history, its schedule is set (deadline) or cleared, and an event is
+    published — all in one Lua script. With `expected_ordinal` the route's
+    `attempt_ordinal` must equal it too: what a timer fences on, and what makes a
+    read-then-write exact (generation and state alone come back unchanged once a retry
+    has fired and failed again).
+
+    The new generation is 1 for a route created from "none", else the expected one, plus
+    one with `bump_generation` (a skip, a Start fresh, a restart). `host_id` adds the route
+    to that host's index (and removes it once closed). `expire_after_s` makes the route and
+    its history expire (utility routes, closed routes); without it they persist. A pending
+    schedule never expires, so give a waiting route an expiry beyond its deadline.
+    """
+
+    model_config = _FROZEN
+
+    route_id: RouteId
+    expected_generation: int = Field(ge=0)
+    allowed_from: frozenset[RouteState] = Field(min_length=1)
+    cause: Token
+    route: RouteUpdate
+    bump_generation: bool = False
+    expected_ordinal: int | None = Field(default=None, ge=0)
+    attempt: AttemptRecord | None = None
+    host_id: HostId | None = None
+    expire_after_s: int | None = Field(default=None, gt=0)
+
+    @property
+    def generation(self) -> int:
+        """The generation once applied."""
+        if self.expected_generation == 0:
+            return 1
+        return self.expected_generation + int(self.bump_generation)

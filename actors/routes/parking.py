@@ -1,0 +1,87 @@
+"""The route steps circuits add (actors/routes/circuit_board.py says when): park, probe,
+release. Pure, like every planner step: the circuits are the context's CircuitBoard.
+
+Parking never consumes retry budget: a re-park keeps the attempt ordinal and the retry
+ordinal, and only moves the deadline (with a `park` history record); a release moves
+the deadline of a parked route to its wave slot and writes no history record.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from actors.routes.circuit_board import REASON_PARKED, REASON_PROBE, REASON_RELEASED, Park, Probe
+from actors.routes.commands import ReleaseParked, RouteContext
+from actors.routes.models import AttemptDecision, RouteSnapshot, Transition
+from actors.routes.steps import WAITING, clip, step, updated
+
+
+def parked_changes(
+    snapshot: RouteSnapshot, context: RouteContext, deadline: datetime
+) -> dict[str, Any]:
+    """The changes that park a failure decision waiting until `deadline` on the route's
+    candidate when its circuit is not closed; {} when it is (or no circuits are known)."""
+    board = context.circuits
+    if board is None:
+        return {}
+    park = board.blocking(board.key_of(snapshot), context.now)
+    if park is None:
+        return {}
+    return {"deadline": max(deadline, park.until), "reason": REASON_PARKED, "circuit": park.circuit}
+
+
+def gated_step(
+    snapshot: RouteSnapshot,
+    context: RouteContext,
+    *,
+    cause: str,
+    decision: AttemptDecision,
+    reason: str,
+) -> Transition:
+    """A due attempt (a timer, retry now): `retrying` when its circuits let it dispatch
+    (as the probe when the round holds the lease for it), else parked again."""
+    board = context.circuits
+    gate = None if board is None else board.gate(snapshot, context.now)
+    match gate:
+        case Park():
+            return repark(snapshot, context, gate)
+        case Probe(circuit=circuit, token=token):
+            route = updated(
+                snapshot, state="retrying", reason=clip(f"{REASON_PROBE}: {reason}"),
+                circuit=circuit, probe_token=token,
+            )  # fmt: skip
+        case _:
+            route = updated(snapshot, state="retrying", reason=reason)
+    return step(snapshot, context, cause=cause, route=route, decision=decision)
+
+
+def repark(snapshot: RouteSnapshot, context: RouteContext, park: Park) -> Transition:
+    """The same attempt waits again on the circuit: same state, ordinals and budget."""
+    route = updated(
+        snapshot, state=snapshot.state, deadline=park.until,
+        pending_outcome=snapshot.pending_outcome, circuit=park.circuit,
+        reason=REASON_RELEASED if park.released else REASON_PARKED,
+    )  # fmt: skip
+    return step(snapshot, context, cause="circuit_park", route=route, decision="park")
+
+
+def release_transition(
+    snapshot: RouteSnapshot, command: ReleaseParked, context: RouteContext
+) -> Transition | None:
+    """A closed circuit's wave slot for a route still parked on it for that attempt.
+    The route keeps the host it has: the release joins no host's index."""
+    if (
+        snapshot.state not in WAITING
+        or (snapshot.generation, snapshot.attempt_ordinal) != (command.generation, command.ordinal)
+        or snapshot.circuit != command.circuit
+        or (snapshot.reason == REASON_RELEASED and snapshot.deadline == command.at)
+    ):
+        return None
+    route = updated(
+        snapshot, state=snapshot.state, deadline=command.at,
+        pending_outcome=snapshot.pending_outcome, circuit=command.circuit,
+        reason=REASON_RELEASED,
+    )  # fmt: skip
+    planned = step(snapshot, context, cause="circuit_release", route=route, decision=None)
+    return planned.model_copy(update={"host_id": None})

@@ -1,0 +1,2 @@
+"""What knows the Redis layout beyond key names: codecs, the Lua scripts and their runner,
+the route and circuit stores, and the embedded redis-server."""

@@ -1,0 +1,298 @@
+"""Fenced circuit changes: read, plan with the pure machine, compare-and-set in Lua.
+
+The base of CircuitStore (actors/store/circuit_store.py documents the whole store). Every
+change runs the same loop: read the circuit and its version, let the pure machine plan the
+next state, and send it to `circuit_apply.lua` with the version read. A plan equal to the
+stored state writes nothing. A refused compare-and-set (someone changed the circuit in
+between, or a lease guard said no) writes nothing either; the loop reads again and plans
+again, so the loser of a probe race sees the winner's lease and is denied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, TypeVar
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError, RedisError
+
+from actors.errors import CircuitConflictError, CircuitStoreUnavailableError
+from actors.keys import KeySpace, valid_route_id
+from actors.routes.circuit_models import (
+    CircuitView,
+    ProbeOutcome,
+    ReleaseSettings,
+    aware,
+    valid_failure,
+    valid_holder,
+    valid_resource,
+    valid_token,
+    valid_ttl,
+)
+from actors.store.circuit_codec import apply_request, decode_view
+from actors.store.scripts import script
+from circuits import (
+    CircuitSettings,
+    CircuitState,
+    FailureLike,
+    ProbeDenied,
+    ProbeGrant,
+    ResourceKey,
+    machine,
+    plan_release,
+)
+
+DEFAULT_MAX_ATTEMPTS: Final = 32
+T = TypeVar("T")
+
+
+def text(value: Any) -> str:
+    """Replies are text with `decode_responses=True`; a client without it gives bytes."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def unavailable(operation: str, error: BaseException) -> CircuitStoreUnavailableError:
+    detail = str(error) or type(error).__name__
+    return CircuitStoreUnavailableError(operation, f"{type(error).__name__}: {detail}")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedScript:
+    source: str
+    sha: str
+
+    @classmethod
+    def named(cls, name: str) -> LoadedScript:
+        source = script(name).source
+        return cls(source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    view: CircuitView
+    parked: tuple[str, ...]
+
+
+class CircuitChanges:
+    def __init__(
+        self,
+        client: Redis,
+        keys: KeySpace,
+        settings: CircuitSettings,
+        *,
+        release: ReleaseSettings | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+        self.release = release or ReleaseSettings()
+        self.max_attempts = max_attempts
+        self.apply_script = LoadedScript.named("circuit_apply")
+        self.park_script = LoadedScript.named("circuit_park")
+
+    # -- reads the changes need -----------------------------------------------------------
+
+    async def view(self, resource: ResourceKey) -> CircuitView:
+        """One circuit as stored (closed at version 0 when never written)."""
+        (found,) = await self.views([resource])
+        return found
+
+    async def views(self, resources: Sequence[ResourceKey]) -> list[CircuitView]:
+        """Many circuits in one round trip (one pipeline), in the order asked."""
+        checked = [valid_resource(r) for r in resources]
+        raws = await self._read([r.resource_id for r in checked], "views")
+        return [decode_view(r, raw, n) for r, (raw, n) in zip(checked, raws, strict=True)]
+
+    async def _read(
+        self, resource_ids: Sequence[str], operation: str
+    ) -> list[tuple[dict[str, str], int]]:
+        if not resource_ids:
+            return []
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for resource_id in resource_ids:
+                    pipe.hgetall(self.keys.circuit(resource_id))
+                    pipe.zcard(self.keys.parked(resource_id))
+                replies: list[Any] = await pipe.execute()
+        except RedisError as error:
+            raise unavailable(operation, error) from error
+        pairs = zip(replies[0::2], replies[1::2], strict=True)
+        return [({text(k): text(v) for k, v in raw.items()}, int(n)) for raw, n in pairs]
+
+    # -- changes --------------------------------------------------------------------------
+
+    async def record_failure(
+        self, resource: ResourceKey, failure: FailureLike, route_id: str, now: datetime
+    ) -> CircuitView:
+        """Count a failure `route_id` saw on `resource` (circuits.qualify decides whether
+        and how it counts: hard-scope codes open at once, transient ones at the threshold).
+        Returns the circuit after it; unchanged when the failure does not qualify."""
+        valid_resource(resource)
+        valid_route_id(route_id)
+        valid_failure(failure)
+        now = aware("now", now)
+
+        def plan(state: CircuitState) -> tuple[CircuitState, None]:
+            return machine.record_failure(state, failure, route_id, now, self.settings), None
+
+        written, _, before = await self._change(resource, "record_failure", now, plan)
+        return before if written is None else written.view
+
+    async def acquire_probe(
+        self, resource: ResourceKey, holder: str, now: datetime, ttl_s: float
+    ) -> ProbeGrant | ProbeDenied:
+        """Take the probe lease when the circuit's open-until has passed and no unexpired
+        lease exists: exactly one of any number of concurrent callers gets a grant (its
+        owner token fences its report); the others are denied with the holder and when to
+        ask again. The holder asking again gets its own lease back."""
+        valid_resource(resource)
+        holder = valid_holder(holder)
+        ttl = valid_ttl(ttl_s)
+        now = aware("now", now)
+
+        def plan(state: CircuitState) -> tuple[CircuitState, ProbeGrant | ProbeDenied]:
+            return machine.acquire_probe(state, holder, now, ttl)
+
+        _, result, _ = await self._change(resource, "acquire_probe", now, plan, guard="acquire")
+        return result
+
+    async def report_probe(
+        self,
+        resource: ResourceKey,
+        owner_token: str,
+        success: bool,
+        now: datetime,
+        *,
+        reset_at: datetime | None = None,
+        jitter_seed: int | str | None = None,
+    ) -> ProbeOutcome:
+        """The probe's result, from the lease's owner. Success closes the circuit and
+        returns the release plan of the routes parked at that moment (waves of at most
+        max(1, 20 %) of them; the jitter seed defaults to one every host derives alike).
+        Failure reopens it with the next backoff (or until `reset_at` if later). A report
+        from anyone but the live lease's owner is ignored (`accepted` False)."""
+        valid_resource(resource)
+        owner_token = valid_token(owner_token)
+        now = aware("now", now)
+        reset = None if reset_at is None else aware("reset_at", reset_at)
+
+        def plan(state: CircuitState) -> tuple[CircuitState, None]:
+            after = machine.record_probe_result(
+                state, owner_token, success, now, self.settings, reset_at=reset
+            )
+            return after, None
+
+        written, _, before = await self._change(
+            resource, "report_probe", now, plan, guard="owner", token=owner_token, parked=success
+        )
+        if written is None:
+            return ProbeOutcome(accepted=False, view=before)
+        if not success:
+            return ProbeOutcome(accepted=True, view=written.view)
+        seed = jitter_seed if jitter_seed is not None else self._seed(before)
+        release = plan_release(
+            written.parked,
+            now,
+            seed=seed,
+            wave_fraction=self.release.wave_fraction,
+            wave_interval=self.release.wave_interval,
+            jitter_fraction=self.release.jitter_fraction,
+        )
+        return ProbeOutcome(accepted=True, view=written.view, release=release)
+
+    async def abandon_probe(
+        self, resource: ResourceKey, owner_token: str, now: datetime
+    ) -> CircuitView:
+        """The holder will not probe after all: the lease ends now and the next caller may
+        take it. Ignored (the circuit comes back unchanged) from anyone but the owner."""
+        valid_resource(resource)
+        owner_token = valid_token(owner_token)
+        now = aware("now", now)
+
+        def plan(state: CircuitState) -> tuple[CircuitState, None]:
+            return machine.abandon_probe(state, owner_token, now), None
+
+        written, _, before = await self._change(
+            resource, "abandon_probe", now, plan, guard="owner", token=owner_token
+        )
+        return before if written is None else written.view
+
+    # -- the compare-and-set loop ---------------------------------------------------------
+
+    async def _change(
+        self,
+        resource: ResourceKey,
+        operation: str,
+        now: datetime,
+        plan: Callable[[CircuitState], tuple[CircuitState, T]],
+        *,
+        guard: str = "",
+        token: str = "",
+        parked: bool = False,
+    ) -> tuple[_Written | None, T, CircuitView]:
+        """(what was written or None, the plan's result, the view it was planned from)."""
+        for _ in range(self.max_attempts):
+            before = await self.view(resource)
+            after, result = plan(before.state)
+            if after == before.state:
+                return None, result, before
+            request = apply_request(
+                resource, before.version, after, now, guard=guard, token=token, parked=parked
+            )
+            written = await self._apply(
+                before, after, request, now=now, operation=operation, with_parked=parked
+            )
+            if written is not None:
+                return written, result, before
+        raise CircuitConflictError(resource.resource_id, operation, self.max_attempts)
+
+    async def _apply(
+        self,
+        before: CircuitView,
+        after: CircuitState,
+        request: str,
+        *,
+        now: datetime,
+        operation: str,
+        with_parked: bool,
+    ) -> _Written | None:
+        resource_id = before.resource_id
+        keys = [
+            self.keys.circuit(resource_id),
+            self.keys.circuits,
+            self.keys.parked(resource_id),
+        ]
+        try:
+            reply = await self.run_script(self.apply_script, keys, [request])
+        except RedisError as error:
+            raise unavailable(operation, error) from error
+        if int(reply[0]) != 1:
+            return None  # stale version or a lease guard: nothing was written
+        parked = tuple(text(member) for member in reply[2])
+        view = before.model_copy(
+            update={
+                "state": after,
+                "version": int(reply[1]),
+                "updated_at": now,
+                "parked": len(parked) if with_parked else before.parked,
+            }
+        )
+        return _Written(view, parked)
+
+    async def run_script(self, loaded: LoadedScript, keys: list[str], argv: list[str]) -> Any:
+        try:
+            return await self.client.evalsha(loaded.sha, len(keys), *keys, *argv)
+        except NoScriptError:  # first use on this server, or after SCRIPT FLUSH
+            await self.client.script_load(loaded.source)
+            return await self.client.evalsha(loaded.sha, len(keys), *keys, *argv)
+
+    @staticmethod
+    def _seed(before: CircuitView) -> str:
+        """One seed per close, the same on every host: resource and lease number."""
+        return f"{before.resource_id}:{before.state.lease_epoch}"

@@ -1,0 +1,208 @@
+"""The durable circuit store: shared circuits per provider resource, in Redis.
+
+Plan in Python, fence in Lua. Each change reads the circuit hash (and its version), plans
+the next state with the pure machine (circuits.machine), and applies it with
+`lua/circuit_apply.lua` only if the version is still the one read; a lost race re-reads
+and plans again (bounded). Taking the probe lease is additionally guarded in the script
+(open-until passed, no unexpired lease), and a probe report by the live lease's owner
+token only, so the lease is exclusive across every host and runtime on the same Redis and
+a stale prober's late result changes nothing.
+
+Time: every operation takes `now` from the caller's injected clock and the script compares
+against that value, never Redis TIME. The pure machine and the Lua guards then judge the
+same instant (a plan is never refused for a clock the planner did not see), and tests
+drive expiry with a ManualClock. The price is that hosts sharing a Redis need synchronised
+clocks (NTP): a host running s seconds ahead sees a lease expire s seconds early.
+
+Redis failures raise CircuitStoreUnavailableError (a StoreUnavailableError); a lost race
+repeated `max_attempts` times raises CircuitConflictError; neither wrote anything of the
+call. redis-py's own retries are off (as in RouteStore) so nothing is resent silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Final, Self
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from actors.errors import InvalidIdentifierError
+from actors.keys import KeySpace, valid_resource_id, valid_route_id
+from actors.routes.circuit_models import (
+    CircuitView,
+    ParkOutcome,
+    aware,
+    valid_failure,
+    valid_resource,
+)
+from actors.store.circuit_changes import CircuitChanges, text, unavailable
+from actors.store.circuit_codec import decode_resource, decode_view
+from actors.store.pool import OwnsItsClient, bounded_client
+from circuits import CircuitSettings, CircuitState, CircuitStatus, FailureLike, ResourceKey, machine
+
+DEFAULT_MAX_CONNECTIONS: Final = 16
+DEFAULT_TIMEOUT_S: Final = 5.0
+READ_BATCH: Final = 500
+
+
+class CircuitStore(OwnsItsClient, CircuitChanges):
+    """Async access to circuits in one Redis, under one key prefix. Reads live here; the
+    fenced changes (record_failure, acquire_probe, report_probe, abandon_probe) come from
+    CircuitChanges."""
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        keys: KeySpace | None = None,
+        settings: CircuitSettings | None = None,
+        owns_client: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__(client, keys or KeySpace(), settings or CircuitSettings(), **options)
+        self._owns_client = owns_client
+
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        *,
+        keys: KeySpace | None = None,
+        settings: CircuitSettings | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        **options: Any,
+    ) -> Self:
+        """A store with its own bounded, blocking pool (at most `max_connections` commands
+        in flight; redis.asyncio opens one connection per in-flight command otherwise)."""
+        client = bounded_client(url, max_connections=max_connections, timeout_s=timeout_s)
+        return cls(client, keys=keys, settings=settings, owns_client=True, **options)
+
+    def _own_client(self) -> Redis:
+        return self.client
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def first_not_closed(self, resources: Sequence[ResourceKey]) -> CircuitView | None:
+        """The first of `resources` whose circuit is open or half-open (None: all closed,
+        dispatch may go ahead). Pass circuits.covering_keys(candidate), coarsest first."""
+        for found in await self.views(resources):
+            if found.status is not CircuitStatus.CLOSED:
+                return found
+        return None
+
+    async def all_circuits(self) -> list[CircuitView]:
+        """Every circuit ever written under the prefix, by label."""
+        try:
+            members = await self.client.smembers(self.keys.circuits)
+        except RedisError as error:
+            raise unavailable("all_circuits", error) from error
+        ids = sorted(m for m in map(text, members) if _is_resource_id(m))
+        found: list[CircuitView] = []
+        for start in range(0, len(ids), READ_BATCH):
+            batch = ids[start : start + READ_BATCH]
+            raws = await self._read(batch, "all_circuits")
+            for resource_id, (raw, parked) in zip(batch, raws, strict=True):
+                if raw:  # an index member whose hash was deleted by hand is skipped
+                    found.append(decode_view(decode_resource(resource_id, raw), raw, parked))
+        return sorted(found, key=lambda v: (v.resource.label, v.resource_id))
+
+    async def parked(self, resource: ResourceKey) -> list[str]:
+        """The route ids parked on the circuit, first parked first."""
+        key = self.keys.parked(valid_resource(resource).resource_id)
+        try:
+            members = await self.client.zrange(key, 0, -1)
+        except RedisError as error:
+            raise unavailable("parked", error) from error
+        return [text(m) for m in members]
+
+    # -- parking --------------------------------------------------------------------------
+
+    async def park(self, resource: ResourceKey, route_id: str, now: datetime) -> ParkOutcome:
+        """Park `route_id` on an open or half-open circuit (release order = park order).
+        A closed circuit refuses (`parked` False): the route may dispatch instead."""
+        resource_id = valid_resource(resource).resource_id
+        route_id = valid_route_id(route_id)
+        score = repr(aware("now", now).timestamp())
+        keys = [self.keys.circuit(resource_id), self.keys.parked(resource_id)]
+        try:
+            reply = await self.run_script(self.park_script, keys, [score, route_id])
+        except RedisError as error:
+            raise unavailable("park", error) from error
+        done, status, version, count = reply
+        return ParkOutcome(bool(done), CircuitStatus(text(status)), int(version), int(count))
+
+    async def unpark(self, resource: ResourceKey, route_id: str) -> bool:
+        """Forget a parked route (released, or it left its wait); True if it was parked."""
+        key = self.keys.parked(valid_resource(resource).resource_id)
+        try:
+            removed = await self.client.zrem(key, valid_route_id(route_id))
+        except RedisError as error:
+            raise unavailable("unpark", error) from error
+        return bool(removed)
+
+    # -- batches (one route host round: actors/engine/circuit_effects.py) ------------------
+
+    async def record_failures(
+        self,
+        resource: ResourceKey,
+        failures: Sequence[tuple[FailureLike, str]],
+        now: datetime,
+    ) -> CircuitView:
+        """Count several (failure, route id) seen on `resource`, in order, as ONE change:
+        the pure machine folds them all onto the state read and one compare-and-set
+        writes the result (a burst of one outage's reports is one write, not one
+        compare-and-set loop per report). Unchanged (nothing written) when none counts."""
+        valid_resource(resource)
+        checked = [(valid_failure(f), valid_route_id(route_id)) for f, route_id in failures]
+        now = aware("now", now)
+
+        def plan(state: CircuitState) -> tuple[CircuitState, None]:
+            for failure, route_id in checked:
+                state = machine.record_failure(state, failure, route_id, now, self.settings)
+            return state, None
+
+        written, _, before = await self._change(resource, "record_failures", now, plan)
+        return before if written is None else written.view
+
+    async def park_many(
+        self, resource: ResourceKey, route_ids: Sequence[str], now: datetime
+    ) -> ParkOutcome:
+        """Park several routes on an open or half-open circuit in one script (as `park`);
+        a closed circuit refuses them all (`parked` False)."""
+        resource_id = valid_resource(resource).resource_id
+        members = [valid_route_id(route_id) for route_id in route_ids]
+        score = repr(aware("now", now).timestamp())
+        keys = [self.keys.circuit(resource_id), self.keys.parked(resource_id)]
+        try:
+            reply = await self.run_script(self.park_script, keys, [score, *members])
+        except RedisError as error:
+            raise unavailable("park_many", error) from error
+        done, status, version, count = reply
+        return ParkOutcome(bool(done), CircuitStatus(text(status)), int(version), int(count))
+
+    async def unpark_many(self, parked: Sequence[tuple[ResourceKey, str]]) -> None:
+        """Forget several parked (resource, route id) in one pipeline."""
+        by_resource: dict[str, list[str]] = {}
+        for resource, route_id in parked:
+            key = self.keys.parked(valid_resource(resource).resource_id)
+            by_resource.setdefault(key, []).append(valid_route_id(route_id))
+        if not by_resource:
+            return
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for key, members in by_resource.items():
+                    pipe.zrem(key, *members)
+                await pipe.execute()
+        except RedisError as error:
+            raise unavailable("unpark_many", error) from error
+
+
+def _is_resource_id(text: str) -> bool:
+    try:
+        valid_resource_id(text)
+    except InvalidIdentifierError:
+        return False  # not a member this store wrote; never turned into a key
+    return True

@@ -1,0 +1,18 @@
+"""Redis replies as text: a client made without `decode_responses` answers bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def reply_text(value: Any) -> str:
+    """One reply value as text (bytes decoded as UTF-8)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def reply_texts(raw: Mapping[Any, Any] | None) -> dict[str, str]:
+    """A hash reply (HGETALL) as text names and values; None (no reply) is empty."""
+    if not raw:
+        return {}
+    return {reply_text(name): reply_text(value) for name, value in raw.items()}

@@ -1,0 +1,193 @@
+"""Route models <-> Redis: hash fields, the transition script's request and its reply.
+
+Every stored value is a plain string so `redis-cli HGETALL` reads as the model does: an
+unset field is "", times are ISO-8601 UTC with a `Z`, nested values are compact JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json, to_jsonable_python
+
+from actors.errors import (
+    InvalidStateError,
+    StaleGenerationError,
+    StaleOrdinalError,
+    StoreUnavailableError,
+)
+from actors.routes.models import (
+    AttemptRecord,
+    RouteEvent,
+    RouteFields,
+    RouteSnapshot,
+    ScheduleEntry,
+    Transition,
+)
+from policy.decisions import utc_iso
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+JSON_FIELDS: Final = ("policy_snapshot", "cycle", "profile")
+# Schedule hash field names, chosen for `redis-cli` readers; the model's names otherwise.
+SCHEDULE_NAMES: Final = {"route_id": "route", "candidate_id": "candidate", "error_class": "class"}
+_SCHEDULE_FIELDS: Final = {SCHEDULE_NAMES.get(n, n): n for n in ScheduleEntry.model_fields}
+# The schedule hash after `route` and `generation`: (stored name, route field).
+_SCHEDULE_FROM_ROUTE: Final = (
+    ("state", "state"),
+    ("deadline", "deadline"),
+    ("candidate", "candidate_id"),
+    ("code", "code"),
+    ("class", "error_class"),
+    ("ordinal", "attempt_ordinal"),
+    ("pending_outcome", "pending_outcome"),
+    ("reason", "reason"),
+)
+_ROUTE_FIELDS: Final = tuple(RouteFields.model_fields)
+# Route fields an event repeats (all but the JSON documents), in stored order.
+_EVENT_ROUTE_FIELDS: Final = tuple(n for n in RouteFields.model_fields if n not in JSON_FIELDS)
+
+STALE_GENERATION: Final = "stale_generation"
+INVALID_STATE: Final = "invalid_state"
+STALE_ORDINAL: Final = "stale_ordinal"
+
+
+def _dumps(value: Any) -> str:
+    """Compact JSON, UTF-8 kept as is (pydantic-core's encoder: ~7x json.dumps here)."""
+    return to_json(value).decode()
+
+
+def _stored_text(name: str, value: Any) -> str:
+    """One route field as its stored string: what its JSON-mode dump gives, as text."""
+    if value is None:
+        return ""
+    if name in JSON_FIELDS:
+        return _dumps(value)
+    if type(value) is str:
+        return value
+    if type(value) is int:
+        return str(value)
+    plain = to_jsonable_python(value)  # enums, datetimes: pydantic-core's JSON forms
+    return plain if type(plain) is str else str(plain)
+
+
+def _route_texts(route: RouteFields) -> dict[str, str]:
+    """Every route field as its stored string, read field by field in the model's order
+    (no whole-model dump: its JSON documents are encoded once, by _dumps)."""
+    return {name: _stored_text(name, getattr(route, name)) for name in _ROUTE_FIELDS}
+
+
+def _decode(model: type[ModelT], raw: Mapping[str, str], what: str, **known: Any) -> ModelT:
+    """A model from stored strings: "" is unset, JSON fields are parsed, unknown fields
+    (from a newer writer) are ignored. Unreadable data is a store failure."""
+    values: dict[str, Any] = {}
+    for name, text in raw.items():
+        if name not in model.model_fields or text == "":
+            continue
+        values[name] = json.loads(text) if name in JSON_FIELDS else text
+    values.update(known)
+    try:
+        return model.model_validate(values)
+    except (ValidationError, ValueError) as error:
+        raise StoreUnavailableError(what, f"unreadable stored data: {error}") from error
+
+
+def decode_route(route_id: str, raw: Mapping[str, str]) -> RouteSnapshot:
+    if not raw:
+        return RouteSnapshot.absent(route_id)
+    return _decode(RouteSnapshot, raw, f"snapshot of {route_id!r}", route_id=route_id)
+
+
+def applied_snapshot(transition: Transition, at: datetime) -> RouteSnapshot:
+    """The snapshot a transition wrote, exactly as a read would return it."""
+    return RouteSnapshot.model_construct(
+        route_id=transition.route_id,
+        generation=transition.generation,
+        updated_at=at,
+        **transition.route.__dict__,  # the fields' values (what dict(model) iterates)
+    )
+
+
+def decode_attempt(text: str) -> AttemptRecord:
+    try:
+        return AttemptRecord.model_validate_json(text)
+    except ValidationError as error:
+        raise StoreUnavailableError("history", f"unreadable attempt record: {error}") from error
+
+
+def decode_schedule(raw: Mapping[str, str]) -> ScheduleEntry:
+    renamed = {_SCHEDULE_FIELDS.get(n, n): v for n, v in raw.items()}
+    return _decode(ScheduleEntry, renamed, "schedules")
+
+
+def decode_event(event_id: str, raw: Mapping[str, str]) -> RouteEvent:
+    at = raw.get("updated_at", "")  # an event repeats the route's write time as its `at`
+    return _decode(RouteEvent, {**raw, "at": at}, "events", event_id=event_id)
+
+
+def transition_request(transition: Transition, at: datetime, events_maxlen: int) -> list[str]:
+    """ARGV of transition.lua (its header documents every member)."""
+    route_id, route = transition.route_id, transition.route
+    texts = _route_texts(route)
+    # The event repeats the leading fields: everything but the JSON documents.
+    fields = ["route_id", route_id]
+    for name in _EVENT_ROUTE_FIELDS:
+        fields += (name, texts[name])
+    fields += ("updated_at", utc_iso(at))
+    event_pairs = len(fields) // 2
+    for name in JSON_FIELDS:
+        fields += (name, texts[name])
+    schedule: list[str] = []
+    if route.deadline is not None:
+        schedule = ["route", route_id, "generation", str(transition.generation)]
+        for stored, name in _SCHEDULE_FROM_ROUTE:
+            schedule += (stored, texts[name])
+    request = {
+        "route": route_id,
+        "expected": transition.expected_generation,
+        "generation": transition.generation,
+        "allowed": sorted(transition.allowed_from),
+        "state": route.state,
+        "fields": fields,
+        "event_pairs": event_pairs,
+        "cause": transition.cause,
+        "decision": transition.attempt.decision if transition.attempt else "",
+        "schedule": schedule,
+        "score": repr(route.deadline.timestamp()) if route.deadline is not None else "",
+        "maxlen": events_maxlen,
+        "ttl": transition.expire_after_s or 0,
+    }
+    if transition.expected_ordinal is not None:  # absent, not null: cjson's null is truthy
+        request["ordinal"] = transition.expected_ordinal
+    attempt = transition.attempt.model_dump_json() if transition.attempt else ""
+    return [_dumps(request), attempt]
+
+
+def transition_result(
+    transition: Transition, reply: Sequence[Any], at: datetime
+) -> RouteSnapshot | StaleGenerationError | InvalidStateError | StaleOrdinalError:
+    """The script's reply as the applied snapshot or the typed rejection."""
+    match list(reply):
+        case [1, _generation, _state]:
+            return applied_snapshot(transition, at)
+        case [0, generation, state, str(why)] if why == STALE_GENERATION:
+            return StaleGenerationError(
+                transition.route_id, transition.expected_generation, int(generation), str(state)
+            )
+        case [0, generation, state, str(why)] if why == INVALID_STATE:
+            return InvalidStateError(
+                transition.route_id, str(state), transition.allowed_from, int(generation)
+            )
+        case [0, generation, state, str(why), ordinal] if why == STALE_ORDINAL:
+            return StaleOrdinalError(
+                transition.route_id,
+                transition.expected_ordinal if transition.expected_ordinal is not None else -1,
+                int(ordinal),
+                int(generation),
+                str(state),
+            )
+    raise StoreUnavailableError("apply", f"unexpected reply from transition.lua: {reply!r}")

@@ -1,0 +1,302 @@
+"""The durable route store: Redis is the source of truth for every route transition.
+
+Each transition is one run of `lua/transition.lua` (fence on generation and state, route
+state, attempt history, schedule hash + sorted set, events stream — atomically), sent with
+EVALSHA and loaded on NOSCRIPT. `apply_many` sends a batch's scripts as one pipeline,
+which is where throughput comes from (DESIGN.md §5a).
+
+Failures: a rejected transition raises StaleGenerationError or InvalidStateError and
+wrote nothing. Any Redis failure (refused, timed out, a script error) raises
+StoreUnavailableError and nothing else happens here: nothing is armed or dispatched. A
+timeout after the command was sent is ambiguous (the script may have run): the caller
+re-reads the snapshot. A resend of a committed transition is rejected whenever it moved
+the generation or left its allowed states; redis-py's own retries are off so that no
+resend happens behind the caller's back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, Self
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError, RedisError
+
+from actors.clock import Clock
+from actors.errors import (
+    InvalidRouteIdError,
+    StoreUnavailableError,
+    TransitionRejectedError,
+)
+from actors.keys import KeySpace, valid_route_id
+from actors.routes.models import AttemptRecord, RouteEvent, RouteSnapshot, ScheduleEntry, Transition
+from actors.store.pool import OwnsItsClient, bounded_client
+from actors.store.route_codec import (
+    decode_attempt,
+    decode_event,
+    decode_route,
+    decode_schedule,
+    transition_request,
+    transition_result,
+)
+from actors.store.scripts import script
+
+DEFAULT_MAX_CONNECTIONS: Final = 16
+DEFAULT_TIMEOUT_S: Final = 5.0
+DEFAULT_EVENTS_MAXLEN: Final = 100_000
+
+TransitionOutcome = RouteSnapshot | TransitionRejectedError | StoreUnavailableError
+"""One item of `apply_many`: the applied snapshot, or why that item was not applied."""
+
+
+def _text(value: Any) -> str:
+    """Replies are text with `decode_responses=True`; a client without it gives bytes."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _texts(raw: Mapping[Any, Any]) -> dict[str, str]:
+    return {_text(name): _text(value) for name, value in raw.items()}
+
+
+def _reply(raw: Any) -> Any:
+    return [_text(v) if isinstance(v, bytes) else v for v in raw] if isinstance(raw, list) else raw
+
+
+def _unavailable(operation: str, error: BaseException) -> StoreUnavailableError:
+    detail = str(error) or type(error).__name__
+    return StoreUnavailableError(operation, f"{type(error).__name__}: {detail}")
+
+
+class RouteStore(OwnsItsClient):
+    """Async access to routes in one Redis, under one key prefix.
+
+    The client should come from a bounded pool (`connect` makes one): redis.asyncio opens
+    a connection per in-flight command otherwise.
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        clock: Clock,
+        keys: KeySpace | None = None,
+        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
+        owns_client: bool = False,
+    ) -> None:
+        if events_maxlen < 1:
+            raise ValueError(f"events_maxlen must be >= 1, got {events_maxlen}")
+        self.keys = keys or KeySpace()
+        self.events_maxlen = events_maxlen
+        self._client = client
+        self._clock = clock
+        self._owns_client = owns_client
+        self._source = script("transition").source
+        self._sha = hashlib.sha1(self._source.encode(), usedforsecurity=False).hexdigest()
+        self._script_loaded = False  # loaded once up front; NOSCRIPT reloads after a flush
+
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        *,
+        clock: Clock,
+        keys: KeySpace | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
+    ) -> Self:
+        """A store with its own bounded, blocking pool: at most `max_connections`
+        commands in flight, the rest wait up to `timeout_s` for a connection."""
+        client = bounded_client(url, max_connections=max_connections, timeout_s=timeout_s)
+        return cls(client, clock=clock, keys=keys, events_maxlen=events_maxlen, owns_client=True)
+
+    def _own_client(self) -> Redis:
+        return self._client
+
+    # Reads
+
+    async def snapshot(self, route_id: str) -> RouteSnapshot:
+        key = self.keys.route(route_id)
+        try:
+            raw = await self._client.hgetall(key)
+        except RedisError as error:
+            raise _unavailable("snapshot", error) from error
+        return decode_route(route_id, _texts(raw))
+
+    async def snapshots(self, route_ids: Sequence[str]) -> list[RouteSnapshot]:
+        """The snapshots of several routes, read in one pipeline, in the given order."""
+        keys = [self.keys.route(route_id) for route_id in route_ids]
+        hashes = await self._hashes(keys, "snapshots")
+        return [
+            decode_route(route_id, _texts(raw))
+            for route_id, raw in zip(route_ids, hashes, strict=True)
+        ]
+
+    async def history(self, route_id: str) -> list[AttemptRecord]:
+        key = self.keys.attempts(route_id)
+        try:
+            records = await self._client.lrange(key, 0, -1)
+        except RedisError as error:
+            raise _unavailable("history", error) from error
+        return [decode_attempt(_text(text)) for text in records]
+
+    async def due_schedules(self, now: datetime, limit: int) -> list[ScheduleEntry]:
+        """Pending schedules whose deadline is at or before `now`, earliest first."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        if now.tzinfo is None:
+            raise ValueError(f"now must be an aware datetime, got {now!r}")
+        try:
+            members = await self._client.zrangebyscore(
+                self.keys.schedules, "-inf", repr(now.timestamp()), start=0, num=limit
+            )
+        except RedisError as error:
+            raise _unavailable("due_schedules", error) from error
+        entries = await self._read_schedules([_text(m) for m in members])
+        return [entry for entry in entries if entry.deadline <= now]
+
+    async def schedules(self, limit: int | None = None) -> list[ScheduleEntry]:
+        """Every pending schedule (or the first `limit`), earliest deadline first."""
+        stop = -1 if limit is None else limit - 1
+        if stop < -1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        try:
+            members = await self._client.zrange(self.keys.schedules, 0, stop)
+        except RedisError as error:
+            raise _unavailable("schedules", error) from error
+        return await self._read_schedules([_text(m) for m in members])
+
+    async def events(self, after: str | None = None, count: int = 100) -> list[RouteEvent]:
+        """Up to `count` transition events, oldest first, after the event id `after`."""
+        if count < 1:
+            raise ValueError(f"count must be >= 1, got {count}")
+        start = "-" if after is None else f"({after}"
+        try:
+            entries = await self._client.xrange(self.keys.events, start, "+", count=count)
+        except RedisError as error:
+            raise _unavailable("events", error) from error
+        return [
+            decode_event(_text(event_id), _texts(fields))
+            for event_id, fields in entries or []
+            if event_id is not None and fields is not None
+        ]
+
+    async def _read_schedules(self, members: Sequence[str]) -> list[ScheduleEntry]:
+        keys: list[str] = []
+        for member in members:
+            try:
+                keys.append(self.keys.schedule(member))
+            except InvalidRouteIdError:
+                continue  # not written by this store; never turned into a key
+        hashes = await self._hashes(keys, "schedules")
+        # A schedule cleared between the two reads has no hash any more: it is not pending.
+        return [decode_schedule(_texts(raw)) for raw in hashes if raw]
+
+    async def _hashes(self, keys: Sequence[str], operation: str) -> list[dict[Any, Any]]:
+        """HGETALL of every key, in one pipeline, in order (one key: a plain command,
+        which costs redis-py about half a pipeline's overhead)."""
+        if not keys:
+            return []
+        try:
+            if len(keys) == 1:
+                return [await self._client.hgetall(keys[0])]
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hgetall(key)
+                hashes: list[dict[Any, Any]] = await pipe.execute()
+        except RedisError as error:
+            raise _unavailable(operation, error) from error
+        return hashes
+
+    # Transitions
+
+    async def apply(self, transition: Transition) -> RouteSnapshot:
+        """Apply one transition; the snapshot it wrote, or the typed rejection raised."""
+        at = self._clock.now().astimezone(UTC)
+        keys = self._transition_keys(transition)
+        argv = transition_request(transition, at, self.events_maxlen)
+        try:
+            await self._load_script_once()
+            reply = await self._evalsha(keys, argv)
+        except RedisError as error:
+            raise _unavailable("apply", error) from error
+        result = transition_result(transition, _reply(reply), at)
+        if isinstance(result, RouteSnapshot):
+            return result
+        raise result
+
+    async def apply_many(self, transitions: Sequence[Transition]) -> list[TransitionOutcome]:
+        """Apply a batch as one pipeline, in order (a later item for the same route sees
+        the earlier one's effect). Per-item outcomes; a failure of the connection itself
+        raises StoreUnavailableError for the whole batch, whose items may or may not
+        have been applied (re-read the snapshots)."""
+        if not transitions:
+            return []
+        if len(transitions) == 1:  # a plain EVALSHA: cheaper than a pipeline of one
+            return [await self._apply_one(transitions[0])]
+        at = self._clock.now().astimezone(UTC)
+        calls = [
+            (self._transition_keys(t), transition_request(t, at, self.events_maxlen))
+            for t in transitions
+        ]
+        try:
+            await self._load_script_once()
+            replies = await self._pipeline(calls)
+            missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+            if missing:  # not run at all: safe to load the script and send them again
+                await self._client.script_load(self._source)
+                again = await self._pipeline([calls[i] for i in missing])
+                for index, reply in zip(missing, again, strict=True):
+                    replies[index] = reply
+        except RedisError as error:
+            raise _unavailable("apply_many", error) from error
+        return [self._outcome(t, reply, at) for t, reply in zip(transitions, replies, strict=True)]
+
+    async def _apply_one(self, transition: Transition) -> TransitionOutcome:
+        """`apply`, with a rejection returned rather than raised (an apply_many item)."""
+        try:
+            return await self.apply(transition)
+        except TransitionRejectedError as rejected:
+            return rejected
+
+    def _outcome(self, transition: Transition, reply: Any, at: datetime) -> TransitionOutcome:
+        if isinstance(reply, BaseException):
+            return _unavailable("apply_many", reply)
+        try:
+            return transition_result(transition, _reply(reply), at)
+        except StoreUnavailableError as error:
+            return error
+
+    def _transition_keys(self, transition: Transition) -> list[str]:
+        route_id = valid_route_id(transition.route_id)
+        keys = [
+            self.keys.route(route_id),
+            self.keys.attempts(route_id),
+            self.keys.schedule(route_id),
+            self.keys.schedules,
+            self.keys.events,
+        ]
+        if transition.host_id is not None:
+            keys.append(self.keys.host_routes(transition.host_id))
+        return keys
+
+    async def _load_script_once(self) -> None:
+        if not self._script_loaded:
+            await self._client.script_load(self._source)
+            self._script_loaded = True
+
+    async def _evalsha(self, keys: list[str], argv: list[str]) -> Any:
+        try:
+            return await self._client.evalsha(self._sha, len(keys), *keys, *argv)
+        except NoScriptError:
+            await self._client.script_load(self._source)
+            return await self._client.evalsha(self._sha, len(keys), *keys, *argv)
+
+    async def _pipeline(self, calls: Sequence[tuple[list[str], list[str]]]) -> list[Any]:
+        async with self._client.pipeline(transaction=False) as pipe:
+            for keys, argv in calls:
+                pipe.evalsha(self._sha, len(keys), *keys, *argv)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies

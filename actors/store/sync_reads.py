@@ -1,0 +1,123 @@
+"""Synchronous reads of the route store, for the CLI and for jobs: the keys of one prefix
+decoded with route_codec exactly as the store reads them (keys.py documents the layout)."""
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import redis
+
+from actors.errors import InvalidIdentifierError
+from actors.keys import KeySpace, valid_route_id
+from actors.routes.models import (
+    AttemptRecord,
+    RouteEvent,
+    RouteSnapshot,
+    ScheduleEntry,
+)
+from actors.store.replies import reply_text, reply_texts
+from actors.store.route_codec import decode_attempt, decode_event, decode_route, decode_schedule
+
+SCAN_COUNT: Final = 1000
+READ_BATCH: Final = 500
+FOLLOW_BLOCK_MS: Final = 1000
+ROUTE_KEY_PART: Final = ":route:"
+
+
+Emit = Callable[[RouteEvent], None]
+
+
+def read_schedules(client: redis.Redis, keys: KeySpace) -> list[ScheduleEntry]:
+    """Every pending schedule, soonest deadline first (the sorted set's order). A member
+    whose hash is gone (cleared between the two reads) is not pending."""
+    members = [reply_text(m) for m in client.zrange(keys.schedules, 0, -1)]
+    route_ids = [m for m in members if _is_route_id(m)]
+    hashes = _hgetall_many(client, [keys.schedule(r) for r in route_ids])
+    return [decode_schedule(raw) for raw in hashes if raw]
+
+
+def read_routes(
+    client: redis.Redis, keys: KeySpace, state: str | None = None
+) -> list[RouteSnapshot]:
+    """Every route under the prefix (SCAN, never KEYS), by route id."""
+    route_ids = sorted(_scan_route_ids(client, keys))
+    hashes = _hgetall_many(client, [keys.route(r) for r in route_ids])
+    routes = [
+        decode_route(route_id, raw) for route_id, raw in zip(route_ids, hashes, strict=True) if raw
+    ]
+    return [r for r in routes if state is None or r.state == state]
+
+
+def read_route(client: redis.Redis, keys: KeySpace, route_id: str) -> RouteSnapshot:
+    return decode_route(route_id, reply_texts(client.hgetall(keys.route(route_id))))
+
+
+def read_history(client: redis.Redis, keys: KeySpace, route_id: str) -> list[AttemptRecord]:
+    records = client.lrange(keys.attempts(route_id), 0, -1)
+    return [decode_attempt(reply_text(text)) for text in records]
+
+
+def read_last_events(client: redis.Redis, keys: KeySpace, count: int) -> list[RouteEvent]:
+    """The last `count` events, oldest first."""
+    if count == 0:
+        return []
+    entries = client.xrevrange(keys.events, count=count) or []
+    return [_event(event_id, fields) for event_id, fields in reversed(entries)]
+
+
+def last_event_id(client: redis.Redis, keys: KeySpace) -> str:
+    """The newest event's id, or "0-0" when the stream is empty or absent."""
+    entries = client.xrevrange(keys.events, count=1)
+    return reply_text(entries[0][0]) if entries else "0-0"
+
+
+def follow_events(
+    client: redis.Redis,
+    keys: KeySpace,
+    after: str,
+    emit: Emit,
+    *,
+    stop: threading.Event | None = None,
+    block_ms: int = FOLLOW_BLOCK_MS,
+) -> str:
+    """Emit every event after the id `after` as it arrives (XREAD BLOCK), until `stop`
+    is set (checked every `block_ms` at the latest) or the caller interrupts; returns the
+    last id emitted. Reading from an explicit id, never `$`, loses nothing between calls."""
+    while stop is None or not stop.is_set():
+        reply: Any = client.xread({keys.events: after}, count=100, block=block_ms)
+        for _stream, entries in reply or []:
+            for event_id, fields in entries:
+                event = _event(event_id, fields)
+                after = event.event_id
+                emit(event)
+    return after
+
+
+def _event(event_id: object, fields: Mapping[Any, Any] | None) -> RouteEvent:
+    return decode_event(reply_text(event_id), reply_texts(fields))
+
+
+def _is_route_id(text: str) -> bool:
+    try:
+        valid_route_id(text)
+    except InvalidIdentifierError:
+        return False
+    return True
+
+
+def _scan_route_ids(client: redis.Redis, keys: KeySpace) -> Iterator[str]:
+    head = keys.prefix + ROUTE_KEY_PART
+    for key in client.scan_iter(match=f"{head}*", count=SCAN_COUNT, _type="hash"):
+        route_id = reply_text(key)[len(head) :]
+        if _is_route_id(route_id):  # e.g. not another prefix's `<p>:route:route:<id>`
+            yield route_id
+
+
+def _hgetall_many(client: redis.Redis, names: Sequence[str]) -> list[dict[str, str]]:
+    hashes: list[dict[str, str]] = []
+    for start in range(0, len(names), READ_BATCH):
+        with client.pipeline(transaction=False) as pipe:
+            for name in names[start : start + READ_BATCH]:
+                pipe.hgetall(name)
+            hashes.extend(reply_texts(raw) for raw in pipe.execute())
+    return hashes
