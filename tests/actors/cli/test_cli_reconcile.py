@@ -10,10 +10,10 @@ import pytest
 
 from actors.cli.main import main
 from actors.jobs.reconcile import REASON_ABANDONED
-from tests.actors import test_dispatch
+from tests.actors.jobs import test_dispatch
 from tests.actors.conftest import Backend
+from tests.actors.jobs.test_dispatch import DELIVER, R, Rig, retrying
 from tests.actors.route_builders import T0
-from tests.actors.test_dispatch import DELIVER, R, Rig, retrying
 
 rig = test_dispatch.rig  # the fixture: a sync connection and the prefix's dispatch queue
 

@@ -82,7 +82,7 @@ USER_STOP: Final = "stopped by the user"
 def one_retry_then_stop() -> DynamicProfile:
     # No provider binding, so no shared circuit: a thousand overload reports would open
     # the provider's circuit (issue 5) and park every round, a test of circuits, not of
-    # this race (tests/actors/test_route_circuits.py has those).
+    # this race (tests/actors/engine/test_route_circuits.py has those).
     claude = candidate("claude", transient=retries(1, 1, Outcome.STOP))
     unbound = claude.model_copy(update={"provider": None})
     return profile(unbound, candidate("codex"))

@@ -133,7 +133,7 @@ def test_a_job_for_a_stale_generation_or_ordinal_does_nothing(
 def test_not_dispatched_on_a_route_storing_no_failure_requires_action(
     real_backend: Backend, rig: Rig
 ) -> None:
-    """Nothing to give back to the policy (tests/actors/test_dispatch_not_dispatched.py
+    """Nothing to give back to the policy (tests/actors/jobs/test_dispatch_not_dispatched.py
     has the routes that store one)."""
     retrying(real_backend)
     rig.enqueue(REFUSE)

@@ -25,9 +25,9 @@ from circuits import CircuitSettings
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
 from tests.actors.fake_dispatcher import calls_key
+from tests.actors.hosting.test_metrics import samples, scrape
 from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
 from tests.actors.route_scenarios import candidate, profile, reset_wait, safe_turn, usage_limit
-from tests.actors.test_metrics import samples, scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
 
