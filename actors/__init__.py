@@ -1,1 +1,135 @@
-"""Imperative shell: Redis, rq, Ray and the recovery CLI."""
+"""provider-recovery's runtime: what an orchestrator imports.
+
+```python
+from actors import ConcreteProfile, RecoveryRuntime, load_config
+```
+
+`RecoveryRuntime` starts (or attaches to) the route hosts, Redis and the rq workers;
+`runtime.route(id)` is the `RouteHandle` an orchestrator reports through; every call answers
+with the route's authoritative `RouteSnapshot`. A due retry comes back through the
+orchestrator's `Dispatcher`, which raises `NotDispatched` when it sent nothing. Every error
+the runtime raises on purpose is a `RecoveryError`.
+
+Two names are type aliases of string literals: `RouteState` (a snapshot's `state`: none,
+active, retry_wait, waiting_for_reset, retrying, switching, action_required, closed) and
+`CallerContext` (who drives the route: kanban, office, workflow or utility; a utility
+route expires after a day). `RouteProfile` is what a route runs with: policy's
+`DynamicProfile` (candidates with their policies) or a `ConcreteProfile` (one candidate on
+the built-in interactive policy). `__version__` is the installed distribution's version.
+
+The names load lazily: importing `actors` (or one of its layers, e.g. in an rq worker) does
+not import Ray until something Ray-bound is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from actors.engine.config import ConfigError, RuntimeConfig, load_config
+    from actors.errors import (
+        InvalidIdentifierError,
+        InvalidRouteIdError,
+        InvalidStateError,
+        NoEligibleCandidateError,
+        RecoveryError,
+        StaleGenerationError,
+        StaleOrdinalError,
+        StoreUnavailableError,
+        TransitionRejectedError,
+    )
+    from actors.hosting.handle import RouteHandle
+    from actors.hosting.runtime import RecoveryRuntime
+    from actors.jobs.dispatcher import Dispatcher, NotDispatched, ReplayIdentity
+    from actors.keys import KeySpace
+    from actors.routes.models import (
+        AttemptRecord,
+        CallerContext,
+        RouteEvent,
+        RouteSnapshot,
+        RouteState,
+        ScheduleEntry,
+    )
+    from actors.routes.profiles import ConcreteProfile, RouteCandidate, RouteProfile
+
+_EXPORTS: Final[dict[str, str]] = {
+    "RecoveryRuntime": "actors.hosting.runtime",
+    "RouteHandle": "actors.hosting.handle",
+    "load_config": "actors.engine.config",
+    "RuntimeConfig": "actors.engine.config",
+    "ConfigError": "actors.engine.config",
+    "ConcreteProfile": "actors.routes.profiles",
+    "RouteCandidate": "actors.routes.profiles",
+    "RouteProfile": "actors.routes.profiles",
+    "RouteSnapshot": "actors.routes.models",
+    "AttemptRecord": "actors.routes.models",
+    "RouteEvent": "actors.routes.models",
+    "ScheduleEntry": "actors.routes.models",
+    "RouteState": "actors.routes.models",
+    "CallerContext": "actors.routes.models",
+    "Dispatcher": "actors.jobs.dispatcher",
+    "ReplayIdentity": "actors.jobs.dispatcher",
+    "NotDispatched": "actors.jobs.dispatcher",
+    "KeySpace": "actors.keys",
+    "RecoveryError": "actors.errors",
+    "TransitionRejectedError": "actors.errors",
+    "StaleGenerationError": "actors.errors",
+    "InvalidStateError": "actors.errors",
+    "StaleOrdinalError": "actors.errors",
+    "NoEligibleCandidateError": "actors.errors",
+    "StoreUnavailableError": "actors.errors",
+    "InvalidIdentifierError": "actors.errors",
+    "InvalidRouteIdError": "actors.errors",
+}
+
+try:
+    __version__: Final[str] = version("provider-recovery")
+except PackageNotFoundError:  # run from a checkout that was never installed
+    __version__ = "0+unknown"  # type: ignore[misc]  # Final assigned once on either branch
+
+__all__ = [  # noqa: RUF022 - grouped by what an orchestrator reaches for first
+    "RecoveryRuntime",
+    "RouteHandle",
+    "load_config",
+    "RuntimeConfig",
+    "ConfigError",
+    "ConcreteProfile",
+    "RouteCandidate",
+    "RouteProfile",
+    "RouteSnapshot",
+    "AttemptRecord",
+    "RouteEvent",
+    "ScheduleEntry",
+    "RouteState",
+    "CallerContext",
+    "Dispatcher",
+    "ReplayIdentity",
+    "NotDispatched",
+    "KeySpace",
+    "RecoveryError",
+    "TransitionRejectedError",
+    "StaleGenerationError",
+    "InvalidStateError",
+    "StaleOrdinalError",
+    "NoEligibleCandidateError",
+    "StoreUnavailableError",
+    "InvalidIdentifierError",
+    "InvalidRouteIdError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Load an exported name from its layer on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'actors' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import uuid
 from pathlib import Path
@@ -29,6 +30,16 @@ def example() -> str:
 def test_the_readme_example_is_short_enough_to_read_on_the_first_screen() -> None:
     body = [line for line in example().splitlines() if line.strip() and "import" not in line]
     assert len(body) <= 14, body
+
+
+def test_the_readme_example_imports_only_the_public_packages() -> None:
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(example())):
+        if isinstance(node, ast.ImportFrom):
+            imported.add(node.module or "")
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+    assert imported - {"asyncio", "os"} == {"actors", "catalogue", "policy"}
 
 
 def test_the_readme_example_runs_and_prints_what_its_comment_says(

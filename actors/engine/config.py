@@ -264,8 +264,10 @@ def load_config(
     *,
     flags: Mapping[str, object] | None = None,
 ) -> RuntimeConfig:
-    """Defaults < the TOML file < the environment < `flags` (setting name -> value, None
-    for a flag not given; reported as `--setting-name`)."""
+    """The runtime's settings: defaults < the TOML file (`path`, else $RECOVERY_CONFIG) <
+    the environment (`environ`: RECOVERY_* names, REDIS_URL, RAY_ADDRESS) < `flags`
+    (setting name -> value, None for a flag not given; reported as `--setting-name`).
+    Raises ConfigError naming the source, the setting and the bad value."""
     given: dict[str, _Given] = {}
     if path is None and environ.get(CONFIG_ENV):
         path = Path(environ[CONFIG_ENV])

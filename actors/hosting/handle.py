@@ -53,7 +53,12 @@ def committed_by_retry(
 
 @dataclass(frozen=True, slots=True)
 class RouteHandle:
-    """The route API of one route, called on the host that owns it."""
+    """The route API of one route, called on the host that owns it.
+
+    Every command takes the generation the caller last saw and raises
+    StaleGenerationError (no effect) when the route has moved on; every call answers the
+    route's authoritative snapshot and raises StoreUnavailableError when Redis failed
+    (nothing written). Rejections carry `actual_generation` and `actual_state`."""
 
     route_id: str
     host: Any  # a Ray actor handle of RouteHost
@@ -67,8 +72,11 @@ class RouteHandle:
         invocation_id: str,
         provider_session_id: str | None = None,
     ) -> RouteSnapshot:
-        """A new route on the profile's first enabled candidate, generation 1.
-        `provider_session_id`: the agent's own session id, for a provider-native resume."""
+        """A new route on the profile's first eligible candidate, generation 1. Raises
+        StaleGenerationError when the route exists already (start fresh or close it).
+        `provider_session_id`: the agent's own session id, for a provider-native resume.
+        Raises NoEligibleCandidateError when no candidate is eligible, StoreUnavailableError
+        when Redis failed (nothing was written)."""
         return await self._snapshot(Start(profile, caller, invocation_id, provider_session_id))
 
     async def report_failure(
@@ -81,41 +89,70 @@ class RouteHandle:
         invocation_id: str,
         provider_session_id: str | None = None,
     ) -> RouteSnapshot:
+        """A failed turn: classify `evidence` (unless it already is a Classification),
+        apply the candidate's policy and persist the decision (retry_wait, waiting_for_reset,
+        switching to the next candidate, or action_required) before returning. `turn` is
+        what was observed of the turn (None: nothing recorded, which is unsafe to replay).
+        Raises InvalidStateError when it is not active, retrying or switching."""
         command = ReportFailure(
             expected_generation, evidence, turn, caller, invocation_id, provider_session_id
         )
         return await self._snapshot(command)
 
     async def report_success(self, expected_generation: int) -> RouteSnapshot:
+        """The turn succeeded: the route is active again and its retry budget restarts.
+        Raises InvalidStateError when it is not active, retrying or switching."""
         return await self._snapshot(ReportSuccess(expected_generation))
 
     async def retry_now(self, expected_generation: int) -> RouteSnapshot:
+        """Start the pending attempt now instead of at its deadline (it is dispatched as a
+        timer's would be; on an open circuit only when it may probe, else it stays parked).
+        Raises InvalidStateError when it is not waiting."""
         return await self._snapshot(RetryNow(expected_generation))
 
     async def skip_now(self, expected_generation: int) -> RouteSnapshot:
+        """Give up the wait and switch to the next eligible candidate (a new generation), or
+        stop when none is left. Raises InvalidStateError when it is not waiting."""
         return await self._snapshot(SkipNow(expected_generation))
 
     async def cancel_wait(self, expected_generation: int) -> RouteSnapshot:
+        """Cancel a pending wait: the route goes to action_required. With no wait pending it
+        changes nothing."""
         return await self._snapshot(CancelWait(expected_generation))
 
     async def stop(self, expected_generation: int) -> RouteSnapshot:
+        """Stop automatic recovery (action_required); a stopped route stays as it is.
+        Raises InvalidStateError when it is closed or was never started."""
         return await self._snapshot(StopRoute(expected_generation))
 
     async def resume(self, expected_generation: int) -> RouteSnapshot:
+        """Leave action_required on the same candidate, generation and cycle (active).
+        Raises InvalidStateError when it is not action_required, NoEligibleCandidateError
+        when it has no candidate."""
         return await self._snapshot(Resume(expected_generation))
 
     async def start_fresh(
         self, expected_generation: int, profile: RouteProfile | None = None
     ) -> RouteSnapshot:
+        """Leave action_required in a new generation on the first eligible candidate of
+        `profile` (None: the route's own), with a new retry cycle. Raises InvalidStateError
+        when it is not action_required, NoEligibleCandidateError when no candidate is
+        eligible."""
         return await self._snapshot(StartFresh(expected_generation, profile))
 
     async def close(self, expected_generation: int) -> RouteSnapshot:
+        """Close the route for good: it takes no further command and expires after the
+        configured retention; closing it again changes nothing."""
         return await self._snapshot(Close(expected_generation))
 
     async def snapshot(self) -> RouteSnapshot:
+        """The route's authoritative snapshot (state "none", generation 0, when it was
+        never started or has expired). Raises StoreUnavailableError when Redis failed."""
         return await self._snapshot(ReadSnapshot())
 
     async def history(self) -> list[AttemptRecord]:
+        """The route's append-only attempt history, oldest first. Raises
+        StoreUnavailableError when Redis failed."""
         answer: list[AttemptRecord] = await self._send(ReadHistory())
         return answer
 

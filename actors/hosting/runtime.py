@@ -82,7 +82,12 @@ def host_name(prefix: str, index: int) -> str:
 
 @dataclass
 class RecoveryRuntime:
-    """Configuration, and once started, the running runtime."""
+    """The recovery runtime of one installation: its settings, and once `start()`ed, the
+    route hosts (Ray actors), Redis (embedded when `redis_url` is None) and, with a
+    `dispatcher`, the supervised rq workers that call it. `route(id)` gives the handle an
+    orchestrator reports through; `shutdown()` stops what this runtime started. The
+    constructor raises ValueError naming a setting out of range (`from_config` goes
+    through `load_config`'s checks first)."""
 
     redis_url: str | None = None
     data_dir: Path | None = None
@@ -158,7 +163,8 @@ class RecoveryRuntime:
 
     def start(self) -> Self:
         """Connect to or start Ray and Redis, create or find the hosts, and wait until
-        each has rehydrated its schedules."""
+        each has rehydrated its schedules; returns the runtime. Raises what Ray raises
+        when it cannot start or connect, and redis-py's errors when Redis is unreachable."""
         self._start_ray()
         self._url = self._start_redis()
         host_ids = [f"host-{index}" for index in range(self.host_count)]
@@ -215,6 +221,9 @@ class RecoveryRuntime:
         return self._ring.nodes.index(owner)
 
     def route(self, route_id: str) -> RouteHandle:
+        """The handle of route `route_id` (the orchestrator's own session id), bound to
+        the host that owns it. Raises InvalidRouteIdError for an id outside
+        `[A-Za-z0-9._-]{1,128}`, RuntimeError before `start()`."""
         return RouteHandle(route_id, self.hosts[self.host_index(route_id)], self._batchers)
 
     def shutdown(self) -> int | None:

@@ -63,8 +63,9 @@ from actors.routes.models import RouteSnapshot, Transition
 from actors.routes.plan import plan
 from actors.routes.profiles import profile_from_json
 from actors.routes.steps import WAITING, step, updated
+from actors.store import sync_reads
 from actors.store.circuit_sync import abandon_probe, park, read_views
-from actors.store.route_codec import decode_route, transition_request, transition_result
+from actors.store.route_codec import transition_request, transition_result
 from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
 from actors.store.scripts import script
 from catalogue import Classification, Confidence, code_info, sanitize
@@ -91,10 +92,9 @@ def _now() -> datetime:
 
 def read_route(connection: Redis, keys: KeySpace, route_id: str) -> RouteSnapshot:
     try:
-        raw = connection.hgetall(keys.route(route_id))
+        return sync_reads.read_route(connection, keys, route_id)
     except RedisError as error:
         raise StoreUnavailableError("dispatch snapshot", f"{type(error).__name__}") from error
-    return decode_route(route_id, {_text(name): _text(value) for name, value in raw.items()})
 
 
 def pending(snapshot: RouteSnapshot, generation: int, ordinal: int) -> bool:

@@ -9,9 +9,8 @@ an awaitable, which the job awaits.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from actors.errors import RecoveryError
 
@@ -34,11 +33,30 @@ class ReplayIdentity:
     prompt_ref: str | None = None
 
 
-Dispatcher = Callable[[str, int, int, str | None, str | None, ReplayIdentity], Any]
+class Dispatcher(Protocol):
+    """The orchestrator's callable that launches a due attempt (configured as
+    `module:callable`, RECOVERY_DISPATCHER). Called once per attempt inside an rq job with
+    the attempt (`route_id`, `generation`, `ordinal`), the candidate to run it on, the
+    route's reason and the replay identity; it may return an awaitable. It raises
+    `NotDispatched` when it sent nothing (the attempt goes back to the policy); any other
+    exception makes the outcome ambiguous and the route `action_required`."""
+
+    def __call__(  # noqa: PLR0917 - the dispatcher's arguments, as CONTRACTS.md gives them
+        self,
+        route_id: str,
+        generation: int,
+        ordinal: int,
+        candidate_id: str | None,
+        reason: str | None,
+        identity: ReplayIdentity,
+        /,
+    ) -> Any: ...
 
 
 def load_dispatcher(path: str) -> Dispatcher:
-    """The callable at `module:attribute`."""
+    """The dispatcher at `module:attribute`. Raises ValueError for a path of another shape,
+    ImportError or AttributeError when it does not resolve, TypeError when what it names
+    is not callable."""
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"a dispatcher path is 'module:callable', got {path!r}")

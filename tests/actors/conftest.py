@@ -96,3 +96,7 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     name = "real_backend" if request.param == "redis" else "fake_backend"
     chosen: Backend = request.getfixturevalue(name)
     return chosen
+
+
+# The dispatch rig's fixture, for every test under tests/actors/ (defined beside its rig).
+from tests.actors.dispatch_rig import rig  # noqa: E402, F401

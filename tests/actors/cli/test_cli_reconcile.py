@@ -10,12 +10,9 @@ import pytest
 
 from actors.cli.main import main
 from actors.jobs.reconcile import REASON_ABANDONED
-from tests.actors.jobs import test_dispatch
 from tests.actors.conftest import Backend
-from tests.actors.jobs.test_dispatch import DELIVER, R, Rig, retrying
+from tests.actors.dispatch_rig import DELIVER, R, Rig, retrying
 from tests.actors.route_builders import T0
-
-rig = test_dispatch.rig  # the fixture: a sync connection and the prefix's dispatch queue
 
 
 def run(capsys: pytest.CaptureFixture[str], backend: Backend, *extra: str) -> dict[str, Any]:

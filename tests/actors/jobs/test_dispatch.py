@@ -4,88 +4,21 @@ provably never started (integration tier: real Redis, rq SimpleWorker in burst m
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import pytest
-import redis
-from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from actors.jobs.dispatch import REASON_AMBIGUOUS
-from actors.jobs.dispatch_routes import REASON_NOTHING_TO_REEVALUATE, read_route
-from actors.jobs.ledger import DispatchLedger
-from actors.jobs.queue import JOB_FUNCTION, dispatch_job_id, dispatch_queue, enqueue_dispatch
+from actors.jobs.dispatch_routes import REASON_NOTHING_TO_REEVALUATE
+from actors.jobs.queue import JOB_FUNCTION, dispatch_job_id, enqueue_dispatch
 from actors.jobs.reconcile import REASON_ABANDONED, reconcile
-from actors.keys import KeySpace
-from actors.routes.models import RouteSnapshot
 from tests.actors.conftest import Backend
-from tests.actors.fake_dispatcher import calls_key
-from tests.actors.route_builders import T0, deadline_reached, in_seconds, retry_wait, start
+from tests.actors.dispatch_rig import DELIVER, EXPLODE, REFUSE, R, Rig, retrying
+from tests.actors.route_builders import T0
 
 pytestmark = pytest.mark.integration
-
-R = "route-dispatch-1"
-DELIVER = "tests.actors.fake_dispatcher:deliver"
-REFUSE = "tests.actors.fake_dispatcher:refuse"
-EXPLODE = "tests.actors.fake_dispatcher:explode"
-
-
-@dataclass
-class Rig:
-    """A sync connection as rq uses it, the test's dispatch queue and key space."""
-
-    connection: redis.Redis
-    queue: Queue
-    keys: KeySpace
-
-    def work(self) -> None:
-        worker = SimpleWorker([self.queue], connection=self.connection, serializer=JSONSerializer)
-        worker.work(burst=True, with_scheduler=True)
-
-    def calls(self) -> list[dict[str, Any]]:
-        raw = self.connection.lrange(calls_key(self.keys.prefix), 0, -1)
-        return [json.loads(item) for item in raw]
-
-    def route(self, route_id: str = R) -> RouteSnapshot:
-        return read_route(self.connection, self.keys, route_id)
-
-    def ledger(self) -> DispatchLedger:
-        return DispatchLedger(self.connection, self.keys)
-
-    def enqueue(self, dispatcher: str, route_id: str = R, generation: int = 1) -> str | None:
-        return enqueue_dispatch(
-            self.queue, self.keys, route_id, generation, 1, dispatcher=dispatcher, now=T0
-        )
-
-
-@pytest.fixture
-def rig(real_backend: Backend) -> Iterator[Rig]:
-    assert real_backend.url is not None
-    connection = redis.Redis.from_url(real_backend.url)
-    queue = dispatch_queue(connection, f"{real_backend.keys.prefix}-dispatch")
-    yield Rig(connection, queue, real_backend.keys)
-    for job_id in queue.finished_job_registry.get_job_ids():
-        Job.fetch(job_id, connection=connection, serializer=JSONSerializer).delete()
-    queue.delete(delete_jobs=True)
-    connection.close()
-
-
-def retrying(backend: Backend, route_id: str = R) -> RouteSnapshot:
-    """A route whose retry 1 is due: retrying at generation 1, attempt ordinal 1."""
-
-    async def main() -> RouteSnapshot:
-        async with backend.store() as store:
-            await store.apply(start(route_id))
-            await store.apply(retry_wait(route_id, 1, deadline=in_seconds(5)))
-            return await store.apply(deadline_reached(route_id, 1))
-
-    return asyncio.run(main())
 
 
 def test_a_due_retry_dispatches_exactly_once_even_when_enqueued_twice(
