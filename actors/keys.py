@@ -49,6 +49,21 @@ def valid_route_id(route_id: str) -> str:
     return route_id
 
 
+@dataclass(frozen=True, slots=True)
+class AttemptFence:
+    """One scheduled attempt of one route: (route, generation, attempt ordinal). Timers
+    fire it, jobs dispatch it, the dispatch ledger records it and the dispatcher's replay
+    identity names it; a write for it applies only while the route still holds exactly this
+    attempt. The attempt ordinal never repeats within a generation (the retry ordinal does)."""
+
+    route_id: str
+    generation: int
+    ordinal: int
+
+    def __str__(self) -> str:
+        return f"{self.route_id}:{self.generation}:{self.ordinal}"
+
+
 def valid_host_id(host_id: str) -> str:
     if not isinstance(host_id, str) or not _HOST_ID.fullmatch(host_id):
         raise InvalidIdentifierError("host id", host_id, HOST_ID_PATTERN)
@@ -109,10 +124,12 @@ class KeySpace:
     def host_routes(self, host_id: str) -> str:
         return f"{self.prefix}:host:{valid_host_id(host_id)}:routes"
 
-    def dispatch(self, route_id: str, generation: int, ordinal: int) -> str:
-        generation = _valid_counter("generation", generation)
-        ordinal = _valid_counter("retry ordinal", ordinal)
-        return f"{self.prefix}:dispatch:{valid_route_id(route_id)}:{generation}:{ordinal}"
+    def dispatch(self, fence: AttemptFence) -> str:
+        """The dispatch ledger of one attempt."""
+        generation = _valid_counter("generation", fence.generation)
+        ordinal = _valid_counter("attempt ordinal", fence.ordinal)
+        route_id = valid_route_id(fence.route_id)
+        return f"{self.prefix}:dispatch:{route_id}:{generation}:{ordinal}"
 
     def backstop(self, host_id: str, second: int) -> str:
         """The marker of a host's coalesced backstop job for one whole epoch second."""

@@ -68,7 +68,7 @@ from actors.routes.commands import (
     StartFresh,
 )
 from actors.routes.eligibility import candidate_resources
-from actors.routes.models import WAITING_STATES, RouteSnapshot, Transition
+from actors.routes.models import WAITING_STATES, RouteSnapshot, Transition, attempt_due
 from actors.routes.plan import plan
 from actors.routes.profiles import RouteProfile, profile_from_json
 from actors.store.circuit_store import CircuitStore
@@ -368,9 +368,7 @@ def _due_attempt(command: RouteCommand, snapshot: RouteSnapshot, now: datetime) 
     if isinstance(command, RetryNow):
         return command.expected_generation == snapshot.generation
     if isinstance(command, FireDue):
-        attempt = (snapshot.generation, snapshot.attempt_ordinal)
-        due = snapshot.deadline is not None and snapshot.deadline <= now
-        return due and attempt == (command.generation, command.ordinal)
+        return attempt_due(snapshot, command.fence(snapshot.route_id), now)
     return False
 
 

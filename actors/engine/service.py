@@ -29,6 +29,7 @@ from actors.clock import Clock
 from actors.engine.batch import BatchRunner, Outcome, RouteLocks
 from actors.engine.circuit_effects import CircuitEffects
 from actors.errors import TransitionRejectedError
+from actors.keys import AttemptFence
 from actors.routes.commands import (
     CancelWait,
     Close,
@@ -150,17 +151,17 @@ class RouteService:
 
     # Timers
 
-    async def fire_due(self, route_id: str, generation: int, ordinal: int) -> RouteSnapshot:
+    async def fire_due(self, fence: AttemptFence) -> RouteSnapshot:
         """The fenced `retry_wait | waiting_for_reset -> retrying` a timer performs. A
-        no-op returning the route as it is unless attempt (generation, ordinal) is still
-        the pending one and its deadline has come."""
-        return await self._run(route_id, FireDue(generation, ordinal))
+        no-op returning the route as it is unless attempt `fence` is still the pending one
+        and its deadline has come."""
+        return await self._run(fence.route_id, FireDue(fence.generation, fence.ordinal))
 
     async def fire_due_schedules(self, limit: int = 100) -> list[RouteSnapshot]:
         """Fire every schedule whose deadline has come (earliest first, at most `limit`):
         what a coalesced backstop job does. The snapshots after each attempt to fire."""
         due = await self.store.due_schedules(self._clock.now(), limit)
-        return [await self.fire_due(e.route_id, e.generation, e.ordinal) for e in due]
+        return [await self.fire_due(entry.fence) for entry in due]
 
     # Reads
 

@@ -26,31 +26,33 @@ from typing import Final
 
 from actors.clock import Clock
 from actors.errors import RecoveryError
-from actors.routes.models import WAITING_STATES, RouteSnapshot, ScheduleEntry
+from actors.keys import AttemptFence
+from actors.routes.models import (
+    WAITING_STATES,
+    RouteSnapshot,
+    ScheduleEntry,
+    attempt_retrying,
+    holds_attempt,
+)
 
 RETRY_AFTER_ERROR_S: Final = 1.0
 MIN_REFIRE_S: Final = 0.01
 
 log = logging.getLogger(__name__)
 
-FireDue = Callable[[str, int, int], Awaitable[RouteSnapshot]]
-"""`fire_due(route_id, generation, ordinal)`: the fenced transition a timer performs."""
+FireDue = Callable[[AttemptFence], Awaitable[RouteSnapshot]]
+"""`fire_due(fence)`: the fenced transition a timer performs for one attempt."""
 
-Due = tuple[str, int, int]
+Due = AttemptFence
 FireMany = Callable[[Sequence[Due]], Awaitable[Sequence[RouteSnapshot | Exception]]]
 """Several `fire_due`s at once: per item the route after it, or its error."""
 
 
 @dataclass(frozen=True, slots=True)
 class PendingTimer:
-    generation: int
-    ordinal: int
+    fence: AttemptFence
     deadline: datetime
     handle: asyncio.TimerHandle
-
-    @property
-    def attempt(self) -> tuple[int, int]:
-        return (self.generation, self.ordinal)
 
 
 class RouteTimers:
@@ -83,39 +85,29 @@ class RouteTimers:
 
     def track(self, snapshot: RouteSnapshot) -> None:
         """Arm, re-arm or cancel the route's timer to match an authoritative snapshot."""
-        attempt = (snapshot.generation, snapshot.attempt_ordinal)
         current = self._pending.get(snapshot.route_id)
-        if current is not None and attempt < current.attempt:
+        if current is not None and _order(snapshot.attempt) < _order(current.fence):
             return  # an older answer arriving late: the armed timer is newer
         if snapshot.state in WAITING_STATES and snapshot.deadline is not None:
-            self.arm(snapshot.route_id, snapshot.generation, snapshot.attempt_ordinal,
-                     snapshot.deadline)  # fmt: skip
+            self.arm(snapshot.attempt, snapshot.deadline)
         elif current is not None:
             self.cancel(snapshot.route_id)
 
     def arm_schedule(self, entry: ScheduleEntry) -> None:
-        self.arm(entry.route_id, entry.generation, entry.ordinal, entry.deadline)
+        self.arm(entry.fence, entry.deadline)
 
-    def arm(
-        self,
-        route_id: str,
-        generation: int,
-        ordinal: int,
-        deadline: datetime,
-        *,
-        min_delay_s: float = 0.0,
-    ) -> None:
+    def arm(self, fence: AttemptFence, deadline: datetime, *, min_delay_s: float = 0.0) -> None:
+        """(Re-)arm the route's one timer for attempt `fence` at `deadline`."""
+        route_id = fence.route_id
         current = self._pending.get(route_id)
         if current is not None:
-            if (current.generation, current.ordinal, current.deadline) == (
-                generation, ordinal, deadline
-            ):  # fmt: skip
+            if (current.fence, current.deadline) == (fence, deadline):
                 return
             current.handle.cancel()
         loop = asyncio.get_running_loop()
         delay = max(min_delay_s, (deadline - self._clock.now()).total_seconds())
         handle = loop.call_at(loop.time() + delay, self._due, route_id)
-        self._pending[route_id] = PendingTimer(generation, ordinal, deadline, handle)
+        self._pending[route_id] = PendingTimer(fence, deadline, handle)
 
     def cancel(self, route_id: str) -> None:
         timer = self._pending.pop(route_id, None)
@@ -153,7 +145,7 @@ class RouteTimers:
         if not due:
             return
         try:
-            results = await self._fire_many([(r, t.generation, t.ordinal) for r, t in due])
+            results = await self._fire_many([timer.fence for _, timer in due])
         except RecoveryError as error:  # Redis down: the schedules are still durable
             results = [error] * len(due)
         for (route_id, timer), result in zip(due, results, strict=True):
@@ -170,9 +162,7 @@ class RouteTimers:
             self._rearm(route_id, timer, min_delay_s=RETRY_AFTER_ERROR_S)
             return
         snapshot = result
-        if snapshot.state in WAITING_STATES and (
-            snapshot.generation, snapshot.attempt_ordinal
-        ) == timer.attempt:  # fmt: skip
+        if snapshot.state in WAITING_STATES and holds_attempt(snapshot, timer.fence):
             if snapshot.deadline is not None and snapshot.deadline != timer.deadline:
                 self.track(snapshot)  # parked again on a circuit: the new deadline
                 return
@@ -183,26 +173,28 @@ class RouteTimers:
         self.track(snapshot)
 
     def _observe(self, snapshot: RouteSnapshot, timer: PendingTimer) -> None:
-        fired = snapshot.state == "retrying" and (
-            snapshot.generation, snapshot.attempt_ordinal
-        ) == timer.attempt  # fmt: skip
+        fired = attempt_retrying(snapshot, timer.fence)
         if fired and self._on_fired is not None and snapshot.updated_at is not None:
             self._on_fired((snapshot.updated_at - timer.deadline).total_seconds())
 
     def _rearm(self, route_id: str, timer: PendingTimer, *, min_delay_s: float = 0.0) -> None:
         if route_id not in self._pending:  # nothing newer was armed meanwhile
-            self.arm(route_id, timer.generation, timer.ordinal, timer.deadline,
-                     min_delay_s=min_delay_s)  # fmt: skip
+            self.arm(timer.fence, timer.deadline, min_delay_s=min_delay_s)
 
 
 def _one_by_one(fire_due: FireDue) -> FireMany:
     """A FireMany over a single-timer `fire_due` (each timer its own call, concurrently)."""
 
     async def fire_many(items: Sequence[Due]) -> list[RouteSnapshot | Exception]:
-        results = await asyncio.gather(*(fire_due(*item) for item in items), return_exceptions=True)
+        results = await asyncio.gather(*(fire_due(item) for item in items), return_exceptions=True)
         return [_as_outcome(result) for result in results]
 
     return fire_many
+
+
+def _order(fence: AttemptFence) -> tuple[int, int]:
+    """Attempts of one route in the order they were scheduled."""
+    return (fence.generation, fence.ordinal)
 
 
 def _as_outcome(result: RouteSnapshot | BaseException) -> RouteSnapshot | Exception:

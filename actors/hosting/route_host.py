@@ -4,7 +4,7 @@ The host owns a RouteService over its own RouteStore (a bounded redis.asyncio po
 forwards the route API to it. Every written route joins the host's index set in Redis
 (`RouteSettings.host_id`). After every call, the answer — the snapshot Redis returned —
 arms, re-arms or cancels that route's in-process timer (actors/engine/timers.py); a timer
-calls the fenced `fire_due(route_id, generation, ordinal)`.
+calls the fenced `fire_due` of its attempt (an AttemptFence).
 
 Dispatch: a host built with a dispatcher import path enqueues the rq dispatch job
 (actors/jobs/dispatch.py, on its dispatch queue) whenever `fire_due` or `retry_now` leaves a
@@ -283,10 +283,7 @@ class RouteHost:
         """What timers due together perform, as one batch (RouteTimers tracks the answers
         itself): the fenced fires, then the dispatch of the routes they left retrying."""
         outcomes = await self._service.run_many(
-            [
-                (route_id, FireDueCommand(generation, ordinal))
-                for route_id, generation, ordinal in due
-            ]
+            [(fence.route_id, FireDueCommand(fence.generation, fence.ordinal)) for fence in due]
         )
         await self._dispatched_all([o for o in outcomes if isinstance(o, RouteSnapshot)])
         return outcomes
@@ -323,10 +320,13 @@ class RouteHost:
     def _enqueue(self, snapshot: RouteSnapshot, dispatcher: str) -> str | None:
         queue = dispatch_queue(self._connection(), self._queue_name)
         return enqueue_dispatch(
-            queue, self._keys, snapshot.route_id, snapshot.generation,
-            snapshot.attempt_ordinal, dispatcher=dispatcher, now=self._clock.now(),
+            queue,
+            self._keys,
+            snapshot.attempt,
+            dispatcher=dispatcher,
+            now=self._clock.now(),
             host_id=self.host_id,
-        )  # fmt: skip
+        )
 
     def _reconcile(self, dispatcher: str) -> ReconcileReport:
         queue = dispatch_queue(self._connection(), self._queue_name)

@@ -31,7 +31,7 @@ from actors.jobs.backstop_arming import BackstopArmer
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
 from actors.keys import KeySpace
 from actors.routes.commands import RouteSettings
-from actors.routes.models import RouteSnapshot, ScheduleEntry
+from actors.routes.models import RouteSnapshot, ScheduleEntry, attempt_retrying
 from actors.store.circuit_store import CircuitStore
 from actors.store.replies import reply_text, reply_texts
 from actors.store.route_codec import decode_schedule
@@ -98,8 +98,7 @@ def fire_backstop(
         snapshot.route_id
         for snapshot in fired
         if enqueue_dispatch(
-            queue, keys, snapshot.route_id, snapshot.generation, snapshot.attempt_ordinal,
-            dispatcher=dispatcher, now=now, host_id=host_id,
+            queue, keys, snapshot.attempt, dispatcher=dispatcher, now=now, host_id=host_id
         ) is not None
     )  # fmt: skip
     rearmed = None
@@ -129,13 +128,12 @@ async def _fire_due(
         service = RouteService(store, clock, settings=settings, circuits=effects)
         for entry in due:
             try:
-                snapshot = await service.fire_due(entry.route_id, entry.generation, entry.ordinal)
+                snapshot = await service.fire_due(entry.fence)
             except RecoveryError as error:  # Redis trouble: the next second tries again
                 log.warning("backstop could not fire route %s: %s", entry.route_id, error)
                 failed += 1
                 continue
-            attempt = (snapshot.generation, snapshot.attempt_ordinal)
-            if snapshot.state == "retrying" and attempt == (entry.generation, entry.ordinal):
+            if attempt_retrying(snapshot, entry.fence):
                 fired.append(snapshot)
     return fired, failed
 

@@ -39,16 +39,15 @@ from actors.engine.circuit_effects import circuit_binding
 from actors.jobs.backstop_arming import BackstopArmer
 from actors.jobs.dispatch_routes import (
     abandon_unsent_probe,
-    pending,
     read_route,
     reevaluate_not_dispatched,
     require_action,
 )
 from actors.jobs.dispatcher import NotDispatched, ReplayIdentity, load_dispatcher
 from actors.jobs.ledger import DispatchLedger
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.routes.circuit_board import CircuitBinding
-from actors.routes.models import RouteSnapshot
+from actors.routes.models import RouteSnapshot, attempt_retrying
 from actors.routes.steps import clip
 
 REASON_UNLOADABLE: Final = "dispatcher cannot be loaded"
@@ -77,8 +76,8 @@ def run_dispatch(  # noqa: PLR0917 - the job's arguments, as enqueued
     if host_id is not None:
         rearm = _backstop_rearm(job.connection, job.origin, keys, host_id, dispatcher)
     return dispatch_once(
-        job.connection, keys, route_id, generation, ordinal, dispatcher=dispatcher,
-        worker=worker, rearm=rearm, circuits=circuit_binding(),
+        job.connection, keys, AttemptFence(route_id, generation, ordinal),
+        dispatcher=dispatcher, worker=worker, rearm=rearm, circuits=circuit_binding(),
     )  # fmt: skip
 
 
@@ -101,9 +100,7 @@ def _backstop_rearm(
 def dispatch_once(
     connection: Redis,
     keys: KeySpace,
-    route_id: str,
-    generation: int,
-    ordinal: int,
+    fence: AttemptFence,
     *,
     dispatcher: str,
     worker: str,
@@ -119,50 +116,49 @@ def dispatch_once(
     so the next caller can probe now; when the outcome is ambiguous the lease is left to
     its TTL: the probe may have reached the provider and may still be running, so another
     probe now could be a second one at once, and its verdict will never be reported."""
-    snapshot = read_route(connection, keys, route_id)
-    if not pending(snapshot, generation, ordinal):
+    snapshot = read_route(connection, keys, fence.route_id)
+    if not attempt_retrying(snapshot, fence):
         return "stale"
     ledger = DispatchLedger(connection, keys)
-    if ledger.start(route_id, generation, ordinal, worker, _now()) != "applied":
+    if ledger.start(fence, worker, _now()) != "applied":
         return "duplicate"
-    identity = ReplayIdentity(
-        route_id, generation, ordinal, snapshot.candidate_id,
-        provider_session_id=snapshot.provider_session_id, prompt_ref=snapshot.invocation_id,
+    identity = ReplayIdentity.of(
+        fence, snapshot.candidate_id, provider_session_id=snapshot.provider_session_id,
+        prompt_ref=snapshot.invocation_id,
     )  # fmt: skip
     try:
         call = load_dispatcher(dispatcher)
     except Exception as error:
         detail = clip(f"dispatcher {dispatcher!r} cannot be loaded: {type(error).__name__}")
-        ledger.finish(route_id, generation, ordinal, "not_dispatched", _now(), detail=detail)
+        ledger.finish(fence, "not_dispatched", _now(), detail=detail)
         abandon_unsent_probe(connection, keys, snapshot, _now())
-        require_action(connection, keys, route_id, generation, ordinal, reason=REASON_UNLOADABLE)
+        require_action(connection, keys, fence, reason=REASON_UNLOADABLE)
         return "not_dispatched"
     try:
         result = call(
-            route_id, generation, ordinal, snapshot.candidate_id, snapshot.reason, identity
-        )
+            fence.route_id, fence.generation, fence.ordinal, snapshot.candidate_id,
+            snapshot.reason, identity,
+        )  # fmt: skip
         if inspect.isawaitable(result):
             asyncio.run(_awaited(result))
     except NotDispatched as error:
         detail = clip(str(error))
-        ledger.finish(route_id, generation, ordinal, "not_dispatched", _now(), detail=detail)
+        ledger.finish(fence, "not_dispatched", _now(), detail=detail)
         abandon_unsent_probe(connection, keys, snapshot, _now())
-        again = reevaluate_not_dispatched(
-            connection, keys, route_id, generation, ordinal, detail=detail, binding=circuits
-        )
+        again = reevaluate_not_dispatched(connection, keys, fence, detail=detail, binding=circuits)
         if again is not None and again.deadline is not None and rearm is not None:
             try:
                 rearm(again)
             except RedisError as error:  # durable anyway: the host's rehydration arms it
-                log.warning("backstop of route %s not armed: %s", route_id, error)
+                log.warning("backstop of route %s not armed: %s", fence.route_id, error)
         return "not_dispatched"
     except Exception as error:
         detail = type(error).__name__
-        ledger.finish(route_id, generation, ordinal, "failed", _now(), detail=detail)
+        ledger.finish(fence, "failed", _now(), detail=detail)
         # a probe's lease is left to its TTL: the probe may have happened (docstring)
-        require_action(connection, keys, route_id, generation, ordinal, reason=REASON_AMBIGUOUS)
+        require_action(connection, keys, fence, reason=REASON_AMBIGUOUS)
         return "failed"
-    ledger.finish(route_id, generation, ordinal, "delivered", _now())
+    ledger.finish(fence, "delivered", _now())
     return "delivered"
 
 

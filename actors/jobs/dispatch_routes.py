@@ -55,11 +55,11 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from actors.errors import RecoveryError, StoreUnavailableError, TransitionRejectedError
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.routes.circuit_board import CircuitBinding, CircuitBoard, candidate_key, covering
 from actors.routes.commands import CompleteSwitch, ReportFailure, RouteContext
 from actors.routes.eligibility import candidate_resources
-from actors.routes.models import RouteSnapshot, Transition
+from actors.routes.models import RouteSnapshot, Transition, attempt_retrying
 from actors.routes.plan import plan
 from actors.routes.profiles import profile_from_json
 from actors.routes.steps import WAITING, step, updated
@@ -97,15 +97,6 @@ def read_route(connection: Redis, keys: KeySpace, route_id: str) -> RouteSnapsho
         raise StoreUnavailableError("dispatch snapshot", f"{type(error).__name__}") from error
 
 
-def pending(snapshot: RouteSnapshot, generation: int, ordinal: int) -> bool:
-    """Whether the route is still retrying attempt (generation, ordinal)."""
-    return (
-        snapshot.state == "retrying"
-        and snapshot.generation == generation
-        and snapshot.attempt_ordinal == ordinal
-    )
-
-
 def apply_transition(
     connection: Redis, keys: KeySpace, transition: Transition, at: datetime
 ) -> RouteSnapshot | None:
@@ -135,17 +126,15 @@ def apply_transition(
 def require_action(
     connection: Redis,
     keys: KeySpace,
-    route_id: str,
-    generation: int,
-    ordinal: int,
+    fence: AttemptFence,
     *,
     reason: str,
     now: datetime | None = None,
 ) -> RouteSnapshot | None:
     """Move the route to `action_required` with `reason` if it is still retrying attempt
-    (generation, ordinal); fenced on what was read. The applied snapshot, else None."""
-    snapshot = read_route(connection, keys, route_id)
-    if not pending(snapshot, generation, ordinal):
+    `fence`; fenced on what was read. The applied snapshot, else None."""
+    snapshot = read_route(connection, keys, fence.route_id)
+    if not attempt_retrying(snapshot, fence):
         return None
     at = (now or _now()).astimezone(UTC)
     route = updated(snapshot, state="action_required", pending_outcome="stop", reason=reason)
@@ -156,28 +145,23 @@ def require_action(
 def reevaluate_not_dispatched(
     connection: Redis,
     keys: KeySpace,
-    route_id: str,
-    generation: int,
-    ordinal: int,
+    fence: AttemptFence,
     *,
     detail: str,
     now: datetime | None = None,
     binding: CircuitBinding | None = None,
 ) -> RouteSnapshot | None:
-    """Give attempt (generation, ordinal), which the dispatcher did not send, back to the
+    """Give attempt `fence`, which the dispatcher did not send, back to the
     policy if the route is still retrying it (module docstring). The snapshot written
     (after a skip, the route active on its next candidate), else None. With `binding`, it
     plans with the circuits (dispatch_board) as a host does."""
-    snapshot = read_route(connection, keys, route_id)
-    if not pending(snapshot, generation, ordinal):
+    snapshot = read_route(connection, keys, fence.route_id)
+    if not attempt_retrying(snapshot, fence):
         return None
     at = (now or _now()).astimezone(UTC)
     report = not_dispatched_report(snapshot, detail, at)
     if report is None:
-        return require_action(
-            connection, keys, route_id, generation, ordinal, reason=REASON_NOTHING_TO_REEVALUATE,
-            now=at,
-        )  # fmt: skip
+        return require_action(connection, keys, fence, reason=REASON_NOTHING_TO_REEVALUATE, now=at)
     board = None if binding is None else dispatch_board(connection, keys, snapshot, binding)
     context = RouteContext(at, circuits=board)
     # the probe, if this attempt was one, ended unsent (abandon_unsent_probe): no verdict

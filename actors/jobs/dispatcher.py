@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from actors.errors import RecoveryError
+from actors.keys import AttemptFence
 
 
 class NotDispatched(RecoveryError):  # noqa: N818 - the name CONTRACTS.md gives dispatchers
@@ -31,6 +32,26 @@ class ReplayIdentity:
     candidate_id: str | None
     provider_session_id: str | None = None
     prompt_ref: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        fence: AttemptFence,
+        candidate_id: str | None,
+        *,
+        provider_session_id: str | None = None,
+        prompt_ref: str | None = None,
+    ) -> ReplayIdentity:
+        """The identity of attempt `fence` on `candidate_id`."""
+        return cls(
+            fence.route_id, fence.generation, fence.ordinal, candidate_id,
+            provider_session_id=provider_session_id, prompt_ref=prompt_ref,
+        )  # fmt: skip
+
+    @property
+    def fence(self) -> AttemptFence:
+        """The attempt this identity names."""
+        return AttemptFence(self.route_id, self.generation, self.ordinal)
 
 
 class Dispatcher(Protocol):

@@ -12,7 +12,7 @@ from typing import Final, Literal
 
 from redis import Redis
 
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.store.replies import reply_text, reply_texts
 from actors.store.scripts import script
 
@@ -52,29 +52,27 @@ class DispatchLedger:
         self._connection = connection
         self._script = connection.register_script(script("dispatch_ledger").source)
 
-    def read(self, route_id: str, generation: int, ordinal: int) -> LedgerEntry:
-        raw = reply_texts(
-            self._connection.hgetall(self.keys.dispatch(route_id, generation, ordinal))
-        )
+    def read(self, fence: AttemptFence) -> LedgerEntry:
+        raw = reply_texts(self._connection.hgetall(self.keys.dispatch(fence)))
         state = raw.get("state", "none")
         if state not in ("queued", "started", "finished"):
             return LedgerEntry("none", raw)
         return LedgerEntry(state, raw)  # type: ignore[arg-type]  # checked just above
 
-    def queue(self, route_id: str, generation: int, ordinal: int, job_id: str, at: datetime) -> str:
-        return self._step(route_id, generation, ordinal, ["queue", _iso(at), job_id, ""])
+    def queue(self, fence: AttemptFence, job_id: str, at: datetime) -> str:
+        return self._step(fence, ["queue", _iso(at), job_id, ""])
 
-    def start(self, route_id: str, generation: int, ordinal: int, worker: str, at: datetime) -> str:
-        return self._step(route_id, generation, ordinal, ["start", _iso(at), worker, ""])
+    def start(self, fence: AttemptFence, worker: str, at: datetime) -> str:
+        return self._step(fence, ["start", _iso(at), worker, ""])
 
     def finish(
-        self, route_id: str, generation: int, ordinal: int, outcome: Outcome, at: datetime, *,
-        detail: str = "",
-    ) -> str:  # fmt: skip
-        return self._step(route_id, generation, ordinal, ["finish", _iso(at), outcome, detail])
+        self, fence: AttemptFence, outcome: Outcome, at: datetime, *, detail: str = ""
+    ) -> str:
+        return self._step(fence, ["finish", _iso(at), outcome, detail])
 
-    def _step(self, route_id: str, generation: int, ordinal: int, argv: list[str]) -> str:
+    def _step(self, fence: AttemptFence, argv: list[str]) -> str:
         """ "applied" when the step was written, else the ledger's state that refused it."""
-        key = self.keys.dispatch(route_id, generation, ordinal)
-        applied, state = self._script(keys=[key], args=[*argv, str(self.ttl_s)])
+        applied, state = self._script(
+            keys=[self.keys.dispatch(fence)], args=[*argv, str(self.ttl_s)]
+        )
         return "applied" if int(applied) == 1 else reply_text(state)

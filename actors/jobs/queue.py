@@ -15,7 +15,7 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from actors.jobs.ledger import LEDGER_TTL_S, DispatchLedger
-from actors.keys import KeySpace, valid_route_id
+from actors.keys import AttemptFence, KeySpace
 
 JOB_FUNCTION: Final = "actors.jobs.dispatch.run_dispatch"
 DEFAULT_QUEUE: Final = "recovery-dispatch"
@@ -26,9 +26,9 @@ PENDING_JOB_STATUSES: Final = frozenset(
 )
 
 
-def dispatch_job_id(keys: KeySpace, route_id: str, generation: int, ordinal: int) -> str:
+def dispatch_job_id(keys: KeySpace, fence: AttemptFence) -> str:
     """rq admits only `[A-Za-z0-9_-]` in job ids: a hash of the attempt's ledger key."""
-    ledger_key = keys.dispatch(route_id, generation, ordinal)
+    ledger_key = keys.dispatch(fence)
     return "dispatch-" + hashlib.sha256(ledger_key.encode()).hexdigest()[:40]
 
 
@@ -45,9 +45,7 @@ def dispatch_queue(connection: Redis, name: str = DEFAULT_QUEUE) -> Queue:
 def enqueue_dispatch(
     queue: Queue,
     keys: KeySpace,
-    route_id: str,
-    generation: int,
-    ordinal: int,
+    fence: AttemptFence,
     *,
     dispatcher: str,
     now: datetime,
@@ -58,13 +56,11 @@ def enqueue_dispatch(
     enqueued then: it was dispatched, or its outcome is someone else's to settle).
     `host_id`: the route host owning the route, so that a schedule the job writes (a
     NotDispatched re-evaluated into a new wait) gets that host's durable backstop."""
-    valid_route_id(route_id)
-    job_id = dispatch_job_id(keys, route_id, generation, ordinal)
-    ledger = DispatchLedger(queue.connection, keys)
-    refused = ledger.queue(route_id, generation, ordinal, job_id, now)
+    job_id = dispatch_job_id(keys, fence)  # validates the route id
+    refused = DispatchLedger(queue.connection, keys).queue(fence, job_id, now)
     if refused not in ("applied", "queued"):
         return None
-    args = (keys.prefix, route_id, generation, ordinal, dispatcher, host_id)
+    args = (keys.prefix, fence.route_id, fence.generation, fence.ordinal, dispatcher, host_id)
     _enqueue_once(queue, job_id, args)
     return job_id
 

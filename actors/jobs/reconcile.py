@@ -68,23 +68,13 @@ def reconcile(
     workers = live_workers(connection)
     report = ReconcileReport()
     for route in retrying_routes(connection, keys):
-        generation, ordinal = route.generation, route.attempt_ordinal
-        entry = ledger.read(route.route_id, generation, ordinal)
+        fence = route.attempt
+        entry = ledger.read(fence)
         if entry.state in ("none", "queued"):
-            job_id = enqueue_dispatch(
-                queue, keys, route.route_id, generation, ordinal, dispatcher=dispatcher, now=now
-            )
+            job_id = enqueue_dispatch(queue, keys, fence, dispatcher=dispatcher, now=now)
             (report.requeued if job_id is not None else report.left).append(route.route_id)
         elif entry.state == "started" and _abandoned(entry, workers, now, started_timeout_s):
-            require_action(
-                connection,
-                keys,
-                route.route_id,
-                generation,
-                ordinal,
-                reason=REASON_ABANDONED,
-                now=now,
-            )
+            require_action(connection, keys, fence, reason=REASON_ABANDONED, now=now)
             report.ambiguous.append(route.route_id)
         else:
             report.left.append(route.route_id)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from actors.keys import valid_host_id
+from actors.keys import AttemptFence, valid_host_id
 from actors.routes.circuit_board import CircuitBoard
 from actors.routes.models import CallerContext
 from actors.routes.profiles import RouteProfile
@@ -102,6 +102,10 @@ class FireDue:
 
     generation: int
     ordinal: int
+
+    def fence(self, route_id: str) -> AttemptFence:
+        """The attempt this timer is for, on route `route_id`."""
+        return AttemptFence(route_id, self.generation, self.ordinal)
 
 
 @dataclass(frozen=True, slots=True)

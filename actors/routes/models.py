@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from actors.keys import HostId, RouteId
+from actors.keys import AttemptFence, HostId, RouteId
 from catalogue.codes import ErrorClass
 from policy.cycle import CycleUsage
 
@@ -190,6 +190,33 @@ class RouteSnapshot(RouteFields):
     def absent(cls, route_id: str) -> Self:
         return cls(route_id=route_id, state="none", generation=0)
 
+    @property
+    def attempt(self) -> AttemptFence:
+        """The route's latest scheduled attempt (ordinal 0: none yet in this generation)."""
+        return AttemptFence(self.route_id, self.generation, self.attempt_ordinal)
+
+
+def holds_attempt(snapshot: RouteSnapshot, fence: AttemptFence) -> bool:
+    """Whether `fence` is the route's current attempt (same route, generation, ordinal)."""
+    return snapshot.attempt == fence
+
+
+def attempt_due(snapshot: RouteSnapshot, fence: AttemptFence, now: datetime) -> bool:
+    """Whether the route still waits for exactly attempt `fence` and its deadline has
+    come: what a timer, a backstop or a probe check asks before firing it."""
+    return (
+        snapshot.state in WAITING_STATES
+        and holds_attempt(snapshot, fence)
+        and snapshot.deadline is not None
+        and snapshot.deadline <= now
+    )
+
+
+def attempt_retrying(snapshot: RouteSnapshot, fence: AttemptFence) -> bool:
+    """Whether the route is `retrying` attempt `fence`: what a dispatch job asks before
+    it dispatches the attempt or settles its outcome."""
+    return snapshot.state == "retrying" and holds_attempt(snapshot, fence)
+
 
 class AttemptRecord(BaseModel):
     """One entry of a route's append-only history: the decision and everything it was
@@ -228,6 +255,11 @@ class ScheduleEntry(BaseModel):
     ordinal: int = Field(ge=0)
     pending_outcome: PendingOutcome | None = None
     reason: Text | None = None
+
+    @property
+    def fence(self) -> AttemptFence:
+        """The one attempt this schedule will start."""
+        return AttemptFence(self.route_id, self.generation, self.ordinal)
 
 
 class RouteEvent(BaseModel):

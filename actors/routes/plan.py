@@ -45,7 +45,7 @@ from actors.routes.commands import (
 )
 from actors.routes.eligibility import choose_start
 from actors.routes.judgement import failure_transition
-from actors.routes.models import CycleRecord, RouteSnapshot, RouteUpdate, Transition
+from actors.routes.models import CycleRecord, RouteSnapshot, RouteUpdate, Transition, attempt_due
 from actors.routes.parking import gated_step, release_transition
 from actors.routes.profiles import profile_from_json, profile_json
 from actors.routes.steps import (
@@ -136,12 +136,7 @@ def due_transition(
     is not in the future (an early timer re-arms). A circuit that is not closed parks
     the attempt again instead, unless this attempt holds its probe lease
     (actors/routes/parking.py)."""
-    if (
-        snapshot.state not in WAITING
-        or (snapshot.generation, snapshot.attempt_ordinal) != (command.generation, command.ordinal)
-        or snapshot.deadline is None
-        or context.now < snapshot.deadline
-    ):
+    if not attempt_due(snapshot, command.fence(snapshot.route_id), context.now):
         return None
     if snapshot.state == "waiting_for_reset":
         reason = "the trusted reset is reached: one attempt of the same candidate"

@@ -17,7 +17,7 @@ from rq.serializers import JSONSerializer
 
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.routes.models import RouteSnapshot
 from actors.store.sync_reads import read_route
 from tests.actors.conftest import Backend
@@ -54,7 +54,11 @@ class Rig:
 
     def enqueue(self, dispatcher: str, route_id: str = R, generation: int = 1) -> str | None:
         return enqueue_dispatch(
-            self.queue, self.keys, route_id, generation, 1, dispatcher=dispatcher, now=T0
+            self.queue,
+            self.keys,
+            AttemptFence(route_id, generation, 1),
+            dispatcher=dispatcher,
+            now=T0,
         )
 
 

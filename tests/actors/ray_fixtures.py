@@ -3,15 +3,10 @@ a test module opts in with `pytestmark = pytest.mark.usefixtures("ray_session")`
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Final
+from collections.abc import Iterator
 
 import pytest
 import ray
-
-POLL_S: Final = 0.02
 
 
 @pytest.fixture(scope="session")
@@ -21,14 +16,3 @@ def ray_session() -> Iterator[None]:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
-
-
-async def wait_for(condition: Callable[[], Awaitable[bool]], timeout: float) -> float:
-    """Wait until `condition()` holds, polling it briefly; the seconds it took. A failed
-    wait raises TimeoutError: the timeout only guards against a hang."""
-    started = time.monotonic()
-    while not await condition():
-        if time.monotonic() - started > timeout:
-            raise TimeoutError(f"condition not met within {timeout} s")
-        await asyncio.sleep(POLL_S)
-    return time.monotonic() - started

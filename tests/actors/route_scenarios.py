@@ -13,6 +13,7 @@ from typing import Final
 
 from actors.clock import ManualClock
 from actors.engine.service import RouteService
+from actors.keys import AttemptFence
 from actors.routes.commands import CompleteSwitch, RouteCommand, RouteContext, RouteSettings
 from actors.routes.models import AttemptRecord, CallerContext, RouteSnapshot, Transition
 from actors.routes.plan import plan
@@ -204,7 +205,7 @@ class Session:
         assert pending.deadline is not None, pending
         self.clock.set(pending.deadline)
         return await self.service.fire_due(
-            self.route_id, pending.generation, pending.attempt_ordinal
+            AttemptFence(self.route_id, pending.generation, pending.attempt_ordinal)
         )
 
     async def decisions(self) -> list[str]:

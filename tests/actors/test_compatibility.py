@@ -19,6 +19,7 @@ from actors.engine.config import ENVIRONMENT, load_config
 from actors.hosting.handle import RouteHandle
 from actors.hosting.runtime import RecoveryRuntime
 from actors.jobs.dispatcher import ReplayIdentity
+from actors.keys import AttemptFence
 from actors.routes.models import RouteSnapshot
 from tests.actors.conftest import Backend
 from tests.actors.dispatch_rig import DELIVER, R, Rig, retrying
@@ -210,4 +211,4 @@ def test_a_dispatch_job_queued_under_the_old_path_still_dispatches(
     assert set(call["replay"]) >= {
         "route_id", "generation", "ordinal", "candidate_id", "provider_session_id", "prompt_ref"
     }  # fmt: skip
-    assert rig.ledger().read(R, 1, 1).fields["outcome"] == "delivered"
+    assert rig.ledger().read(AttemptFence(R, 1, 1)).fields["outcome"] == "delivered"

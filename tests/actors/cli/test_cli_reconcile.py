@@ -10,6 +10,7 @@ import pytest
 
 from actors.cli.main import main
 from actors.jobs.reconcile import REASON_ABANDONED
+from actors.keys import AttemptFence
 from tests.actors.conftest import Backend
 from tests.actors.dispatch_rig import DELIVER, R, Rig, retrying
 from tests.actors.route_builders import T0
@@ -47,7 +48,7 @@ def test_reconcile_settles_a_dispatch_whose_worker_is_gone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     retrying(real_backend)
-    assert rig.ledger().start(R, 1, 1, "a-worker-long-gone", T0) == "applied"
+    assert rig.ledger().start(AttemptFence(R, 1, 1), "a-worker-long-gone", T0) == "applied"
     monkeypatch.setenv("RECOVERY_DISPATCHER", DELIVER)
     report = run(capsys, real_backend)
     assert report["routes"] == {"requeued": [], "ambiguous": [R], "left": []}

@@ -22,7 +22,7 @@ from actors.cli.top import run_live
 from actors.cli.top_frame import RawReads, TopFrame, compute_frame
 from actors.cli.top_reads import TopLimits, key_kind
 from actors.jobs.ledger import DispatchLedger
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.routes.models import Transition
 from tests.actors.circuit_fixtures import OTHER, RESOURCE, failure, hard, open_store
 from tests.actors.conftest import Backend
@@ -126,11 +126,11 @@ def test_once_json_counts_dispatch_outcomes_and_circuits(
     assert real_backend.url is not None
     connection = redis.Redis.from_url(real_backend.url)
     ledger = DispatchLedger(connection, real_backend.keys)
-    ledger.queue("r-a", 1, 1, "job-a", T0)
+    ledger.queue(AttemptFence("r-a", 1, 1), "job-a", T0)
     for route_id in ("r-b", "r-c", "r-d"):
-        ledger.start(route_id, 1, 1, "worker-1", T0)
-    ledger.finish("r-c", 1, 1, "delivered", T0)
-    ledger.finish("r-d", 1, 1, "not_dispatched", T0)
+        ledger.start(AttemptFence(route_id, 1, 1), "worker-1", T0)
+    ledger.finish(AttemptFence("r-c", 1, 1), "delivered", T0)
+    ledger.finish(AttemptFence("r-d", 1, 1), "not_dispatched", T0)
     connection.close()
 
     async def open_two_circuits() -> None:

@@ -32,7 +32,7 @@ from actors.routes.models import RouteSnapshot
 from actors.store.route_store import RouteStore
 from policy import Outcome
 from tests.actors.conftest import _delete_prefix, unique_keys
-from tests.actors.ray_fixtures import wait_for
+from tests.actors.redis_waits import wait_until
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
 HOSTS = ("host-0", "host-1")
@@ -173,7 +173,7 @@ async def wait_route_state(redis_url: str, keys: KeySpace, route_id: str, state:
     async def reached() -> bool:
         return (await read_route(redis_url, keys, route_id)).state == state
 
-    await wait_for(reached, FIRE_TIMEOUT_S)
+    await wait_until(reached, FIRE_TIMEOUT_S, redis_url=redis_url)
 
 
 def assert_all_gone(processes: list[psutil.Process]) -> None:

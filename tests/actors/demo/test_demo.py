@@ -32,7 +32,7 @@ from actors.demo.options import DEFAULT_CORPUS, DemoOptions
 from actors.demo.runner import route_id, run_fleet
 from actors.hosting.runtime import RecoveryRuntime
 from actors.jobs.workers import PROJECT_ROOT
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from tests.actors.conftest import _delete_prefix, unique_keys
 from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
 
@@ -121,7 +121,7 @@ def test_a_small_fleet_holds_every_invariant_and_its_report_matches_redis(
         "deadline_reached", 0
     )
     for route, generation, ordinal in attempts:
-        ledger = connection.hgetall(keys.dispatch(route, generation, ordinal))
+        ledger = connection.hgetall(keys.dispatch(AttemptFence(route, generation, ordinal)))
         assert ledger["outcome"] == "delivered"
     ledgers = [connection.hgetall(key) for key in connection.scan_iter(f"{keys.prefix}:dispatch:*")]
     outcomes = Counter(ledger.get("outcome") or ledger["state"] for ledger in ledgers)

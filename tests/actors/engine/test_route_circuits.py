@@ -22,6 +22,7 @@ import pytest
 from actors.clock import ManualClock
 from actors.engine.circuit_effects import CircuitEffects
 from actors.engine.service import RouteService
+from actors.keys import AttemptFence
 from actors.routes.circuit_board import (
     REASON_PARKED,
     CircuitBinding,
@@ -246,8 +247,14 @@ async def test_two_runtimes_on_one_redis_never_probe_one_resource_twice_at_once(
         answers = await asyncio.gather(
             first.service.run_many(fires[:half]),
             second.service.run_many(fires[half:]),
-            *(first.service.fire_due(r, c.generation, c.ordinal) for r, c in fires[::7]),
-            *(second.service.fire_due(r, c.generation, c.ordinal) for r, c in fires[3::7]),
+            *(
+                first.service.fire_due(AttemptFence(r, c.generation, c.ordinal))
+                for r, c in fires[::7]
+            ),
+            *(
+                second.service.fire_due(AttemptFence(r, c.generation, c.ordinal))
+                for r, c in fires[3::7]
+            ),
         )
         snapshots = await first.service.store.snapshots([r for r, _ in fires])
         probes = [s for s in snapshots if s.state == "retrying"]

@@ -12,6 +12,7 @@ import pytest
 from actors.clock import ManualClock
 from actors.engine.service import RouteService
 from actors.errors import StaleOrdinalError, StoreUnavailableError
+from actors.keys import AttemptFence
 from actors.routes.commands import FireDue, RouteContext
 from actors.routes.plan import plan
 from actors.store.route_store import RouteStore
@@ -108,6 +109,6 @@ def test_a_service_whose_redis_is_unreachable_raises_store_unavailable() -> None
             with pytest.raises(StoreUnavailableError):
                 await service.start("route-1", seed_profile(), caller="kanban", invocation_id="i")
             with pytest.raises(StoreUnavailableError):
-                await service.fire_due("route-1", 1, 1)
+                await service.fire_due(AttemptFence("route-1", 1, 1))
 
     asyncio.run(scenario())

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from actors.clock import ManualClock
 from actors.engine.service import RouteService
 from actors.errors import TransitionRejectedError
+from actors.keys import AttemptFence
 from tests.actors.conftest import Backend
 from tests.actors.route_scenarios import Session, overloaded
 
@@ -51,8 +52,10 @@ async def _race_once(racers: Racers, route_id: str, shuffler: random.Random) -> 
     assert latest, "the start and the retry were published"
     before_race = str(latest[0][0])
     contenders: list[Callable[[], Awaitable[object]]] = [
-        lambda: timer.fire_due(route_id, 1, 1),
-        lambda: timer.fire_due(route_id, 1, 1),  # the in-process timer and the rq backstop
+        lambda: timer.fire_due(AttemptFence(route_id, 1, 1)),
+        lambda: timer.fire_due(
+            AttemptFence(route_id, 1, 1)
+        ),  # the in-process timer and the rq backstop
         lambda: manual.skip_now(route_id, 1),
         lambda: manual.cancel_wait(route_id, 1),
     ]

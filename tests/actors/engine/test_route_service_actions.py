@@ -11,6 +11,7 @@ import pytest
 
 from actors.engine.service import RouteService
 from actors.errors import InvalidStateError, StaleGenerationError
+from actors.keys import AttemptFence
 from actors.routes.models import RouteSnapshot
 from policy import Outcome
 from tests.actors.conftest import Backend, raw_state
@@ -61,12 +62,16 @@ def test_a_duplicate_or_late_timer_is_a_no_op(backend: Backend) -> None:
         await session.fail(overloaded())
         fired = await session.fire()
         after_fire = await raw_state(client, service.store.keys, "session-1")
-        assert await service.fire_due("session-1", 1, 1) == fired, "duplicate"
+        assert await service.fire_due(AttemptFence("session-1", 1, 1)) == fired, "duplicate"
         second = await session.fail(overloaded())  # attempt 2 pending, due at +10 s
         backend.clock.advance(timedelta(seconds=30))
         waiting = await raw_state(client, service.store.keys, "session-1")
-        assert await service.fire_due("session-1", 1, 1) == second, "late, for attempt 1"
-        assert await service.fire_due("session-1", 0, 2) == second, "another generation"
+        assert await service.fire_due(AttemptFence("session-1", 1, 1)) == second, (
+            "late, for attempt 1"
+        )
+        assert await service.fire_due(AttemptFence("session-1", 0, 2)) == second, (
+            "another generation"
+        )
         assert await raw_state(client, service.store.keys, "session-1") == waiting
         assert after_fire != waiting
         await client.aclose()

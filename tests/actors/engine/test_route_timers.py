@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from actors.engine.timers import Due, RouteTimers
 from actors.errors import StoreUnavailableError
+from actors.keys import AttemptFence
 from actors.routes.models import RouteSnapshot
 from tests.actors.route_builders import T0
 
@@ -39,15 +40,15 @@ def retrying(generation: int = 1, ordinal: int = 1) -> RouteSnapshot:
 
 
 def test_a_timer_that_wakes_early_rearms_and_fires_once_at_the_deadline() -> None:
-    fired: list[tuple[str, int, int]] = []
+    fired: list[AttemptFence] = []
 
     async def scenario() -> None:
         done = asyncio.Event()
 
-        async def fire_due(route_id: str, generation: int, ordinal: int) -> RouteSnapshot:
-            fired.append((route_id, generation, ordinal))
+        async def fire_due(fence: AttemptFence) -> RouteSnapshot:
+            fired.append(fence)
             done.set()
-            return retrying(generation, ordinal)
+            return retrying(fence.generation, fence.ordinal)
 
         # arm (at the deadline: due at once), wake early by 1 ms, re-arm, wake on time
         early = DEADLINE - timedelta(milliseconds=1)
@@ -57,12 +58,12 @@ def test_a_timer_that_wakes_early_rearms_and_fires_once_at_the_deadline() -> Non
         assert len(timers) == 0
 
     asyncio.run(scenario())
-    assert fired == [("route-1", 1, 1)]
+    assert fired == [AttemptFence("route-1", 1, 1)]
 
 
 def test_an_older_answer_arriving_late_never_cancels_a_newer_timer() -> None:
     async def scenario() -> None:
-        async def fire_due(route_id: str, generation: int, ordinal: int) -> RouteSnapshot:
+        async def fire_due(fence: AttemptFence) -> RouteSnapshot:
             raise AssertionError("not due in this test")
 
         timers = RouteTimers(fire_due, ScriptedClock(T0))
@@ -77,7 +78,7 @@ def test_an_older_answer_arriving_late_never_cancels_a_newer_timer() -> None:
 
 
 def test_timers_due_in_the_same_turn_fire_as_one_batch_and_failures_rearm() -> None:
-    batches: list[list[tuple[str, int, int]]] = []
+    batches: list[list[AttemptFence]] = []
 
     async def scenario() -> None:
         done = asyncio.Event()
@@ -85,12 +86,12 @@ def test_timers_due_in_the_same_turn_fire_as_one_batch_and_failures_rearm() -> N
         async def fire_many(due: Sequence[Due]) -> list[RouteSnapshot | Exception]:
             batches.append(list(due))
             answers: list[RouteSnapshot | Exception] = []
-            for route_id, generation, ordinal in due:
-                if route_id == "route-3" and len(batches) == 1:
+            for fence in due:
+                if fence.route_id == "route-3" and len(batches) == 1:
                     answers.append(StoreUnavailableError("fire", "connection refused"))
                 else:
-                    answers.append(retrying(generation, ordinal).model_copy(
-                        update={"route_id": route_id}))  # fmt: skip
+                    answers.append(retrying(fence.generation, fence.ordinal).model_copy(
+                        update={"route_id": fence.route_id}))  # fmt: skip
             if len(batches) == 2:
                 done.set()
             return answers
@@ -102,7 +103,7 @@ def test_timers_due_in_the_same_turn_fire_as_one_batch_and_failures_rearm() -> N
         assert len(timers) == 0
 
     asyncio.run(scenario())
-    assert [sorted(r for r, _, _ in batch) for batch in batches] == [
+    assert [sorted(fence.route_id for fence in batch) for batch in batches] == [
         [f"route-{index}" for index in range(5)],
         ["route-3"],
     ], "one batch for the five due together; the failed one again on its own"

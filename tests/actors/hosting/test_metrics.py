@@ -4,19 +4,18 @@ Ray flushes metrics about every 10 s: the test waits on the scrape, with a timeo
 from __future__ import annotations
 
 import asyncio
-import urllib.request
 import uuid
 from collections.abc import Iterator
 
 import pytest
-import ray
 
 from actors.errors import StaleGenerationError
 from actors.hosting.runtime import RecoveryRuntime
 from actors.keys import KeySpace
 from policy import Outcome
 from tests.actors.conftest import _delete_prefix
-from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
+from tests.actors.metrics_scrape import samples, scrape_until
+from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
 from tests.actors.route_scenarios import (
     candidate,
     overloaded,
@@ -46,16 +45,6 @@ def runtime(redis_url: str) -> Iterator[RecoveryRuntime]:
     _delete_prefix(redis_url, KeySpace(prefix))
 
 
-def scrape() -> str:
-    port = ray.nodes()[0]["MetricsExportPort"]  # type: ignore[no-untyped-call]  # ray is untyped
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
-        return str(answer.read().decode())
-
-
-def samples(text: str, name: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith(name)]
-
-
 def test_route_metrics_are_exported_on_rays_prometheus_endpoint(
     runtime: RecoveryRuntime,
 ) -> None:
@@ -68,15 +57,7 @@ def test_route_metrics_are_exported_on_rays_prometheus_endpoint(
                                    invocation_id="inv-1")  # fmt: skip
         with pytest.raises(StaleGenerationError):
             await route.report_success(7)
-        found = ""
-
-        async def exported() -> bool:
-            nonlocal found
-            found = await asyncio.to_thread(scrape)
-            return all(samples(found, name) for name in EXPECTED)
-
-        await wait_for(exported, SCRAPE_TIMEOUT_S)
-        return found
+        return await scrape_until(EXPECTED, SCRAPE_TIMEOUT_S)
 
     text = asyncio.run(scenario())
     decisions = samples(text, "ray_recovery_route_decisions_total{")

@@ -42,7 +42,7 @@ from rq.serializers import JSONSerializer
 from actors.errors import TransitionRejectedError
 from actors.hosting.runtime import RecoveryRuntime, RouteHandle
 from actors.jobs.ledger import DispatchLedger
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import FireDue
 from actors.routes.models import AttemptRecord, RouteSnapshot
 from actors.store.route_codec import decode_attempt, decode_route
@@ -50,7 +50,8 @@ from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
 from tests.actors.fake_dispatcher import calls_key
 from tests.actors.host_calls import one_remote_call
-from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
+from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
+from tests.actors.redis_waits import wait_until
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
@@ -256,7 +257,7 @@ async def wait_dispatches_settled(runtime: RecoveryRuntime, connection: redis.Re
     async def idle() -> bool:
         return queue.count == 0 and started.count == 0
 
-    await wait_for(idle, SETTLE_TIMEOUT_S)
+    await wait_until(idle, SETTLE_TIMEOUT_S, redis_url=runtime.url)
 
 
 def test_a_timer_a_manual_action_and_a_provider_event_race_a_thousand_times_one_wins_each_time(
@@ -281,7 +282,10 @@ def test_a_timer_a_manual_action_and_a_provider_event_race_a_thousand_times_one_
         )  # fmt: skip
         ledger = DispatchLedger(connection, keys)
         for route_id, ordinals in calls.items():
-            assert ledger.read(route_id, 1, ordinals[0]).fields.get("outcome") == "delivered"
+            assert (
+                ledger.read(AttemptFence(route_id, 1, ordinals[0])).fields.get("outcome")
+                == "delivered"
+            )
         for host in runtime.hosts:
             assert asyncio.run(_pending_timers(host)) == 0, "no route waits any more"
     finally:

@@ -1,7 +1,8 @@
 """The runtime end to end on real Ray and real Redis: route handles, the hosts' own
 timers, a host killed while its route waits, and a clean shutdown. Policy intervals are
 the minimum (1 s, or 2 s where the test must act before the timer fires); waits poll a
-condition through `wait_for` with a generous timeout, never a fixed sleep."""
+condition through `wait_until` (woken by Redis keyspace notifications) with a generous
+timeout, never a fixed sleep."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from actors.hosting.runtime import (
 from actors.keys import KeySpace
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
-from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
+from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
+from tests.actors.redis_waits import wait_until
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
@@ -67,11 +69,11 @@ async def start_and_fail(route: RouteHandle, interval_s: int = 1) -> None:
     assert (waiting.state, waiting.retry_ordinal) == ("retry_wait", 1)
 
 
-async def wait_retrying(route: RouteHandle) -> float:
+async def wait_retrying(route: RouteHandle, redis_url: str) -> float:
     async def retrying() -> bool:
         return (await route.snapshot()).state == "retrying"
 
-    return await wait_for(retrying, TIMEOUT_S)
+    return await wait_until(retrying, TIMEOUT_S, redis_url=redis_url)
 
 
 async def fired_count(route: RouteHandle) -> int:
@@ -93,7 +95,7 @@ def test_a_transient_failure_is_retried_by_the_hosting_actors_own_timer(
     async def scenario() -> None:
         route = runtime.route("session-1")
         await start_and_fail(route)
-        await wait_retrying(route)
+        await wait_retrying(route, runtime.url)
         assert [r.decision for r in await route.history()] == [
             "start", "retry", "deadline_reached"
         ]  # fmt: skip
@@ -108,7 +110,7 @@ def test_routes_on_different_hosts_progress_concurrently(runtime: RecoveryRuntim
         first, second = (runtime.route(r) for r in routes_on_distinct_hosts(runtime))
         assert first.host != second.host
         await asyncio.gather(start_and_fail(first), start_and_fail(second))
-        await asyncio.gather(wait_retrying(first), wait_retrying(second))
+        await asyncio.gather(wait_retrying(first, runtime.url), wait_retrying(second, runtime.url))
         assert [await fired_count(first), await fired_count(second)] == [1, 1]
 
     asyncio.run(scenario())
@@ -125,14 +127,14 @@ def test_a_host_killed_while_its_route_waits_fires_the_schedule_once_after_resta
         killed_at = time.monotonic()
         ray.kill(host, no_restart=False)
 
-        async def restarted() -> bool:
-            pid: int = await host.process_id.remote()
-            return pid != before
-
-        await wait_for(restarted, TIMEOUT_S)
+        # A call to a killed host waits for its restart (max_task_retries=-1): each one is
+        # a future on the host, never a sleep; one may still reach the dying process.
+        async with asyncio.timeout(TIMEOUT_S):
+            while await host.process_id.remote() == before:
+                pass
         assert await host.ready.remote() == 1, "the restarted host re-armed the schedule"
         print(f"kill_to_serving_s={time.monotonic() - killed_at:.2f}")
-        await wait_retrying(route)
+        await wait_retrying(route, runtime.url)
         assert await fired_count(route) == 1
         assert await host.pending_timers.remote() == 0
 

@@ -25,8 +25,9 @@ from circuits import CircuitSettings
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
 from tests.actors.fake_dispatcher import calls_key
-from tests.actors.hosting.test_metrics import samples, scrape
-from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
+from tests.actors.metrics_scrape import samples, scrape_until
+from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
+from tests.actors.redis_waits import wait_until
 from tests.actors.route_scenarios import candidate, profile, reset_wait, safe_turn, usage_limit
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
@@ -110,7 +111,7 @@ def test_parked_routes_on_two_hosts_get_one_probe_then_are_released_and_dispatch
         async def probing() -> bool:
             return len(dispatched(connection, prefix)) >= 1
 
-        await wait_for(probing, TIMEOUT_S)
+        await wait_until(probing, TIMEOUT_S, redis_url=runtime.url)
         [probe_call] = dispatched(connection, prefix)
         probe = runtime.route(probe_call["route_id"])
         snapshot = await probe.snapshot()
@@ -126,16 +127,8 @@ def test_parked_routes_on_two_hosts_get_one_probe_then_are_released_and_dispatch
         async def all_dispatched() -> bool:
             return len({c["route_id"] for c in dispatched(connection, prefix)}) == len(routes)
 
-        await wait_for(all_dispatched, TIMEOUT_S)
-        found = ""
-
-        async def exported() -> bool:
-            nonlocal found
-            found = await asyncio.to_thread(scrape)
-            return all(samples(found, name) for name in CIRCUIT_METRICS)
-
-        await wait_for(exported, TIMEOUT_S)
-        return found
+        await wait_until(all_dispatched, TIMEOUT_S, redis_url=runtime.url)
+        return await scrape_until(CIRCUIT_METRICS, TIMEOUT_S)
 
     text = asyncio.run(scenario())
     calls = dispatched(connection, prefix)

@@ -2,7 +2,8 @@
 worker` processes the runtime supervises, and fake dispatchers (tests/actors/). A due
 retry is dispatched exactly once; a worker killed inside a dispatch leaves its route in
 action_required and nothing is dispatched twice; shutdown leaves no process behind.
-Waits poll a condition through `wait_for` with a generous timeout, never a fixed sleep."""
+Waits re-check a condition whenever Redis changes (`wait_until`), with a generous timeout,
+never a fixed sleep."""
 
 from __future__ import annotations
 
@@ -27,14 +28,15 @@ from actors.hosting.runtime import NAMESPACE, RecoveryRuntime, RouteHandle, host
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.reconcile import REASON_ABANDONED
 from actors.jobs.workers import wait_registered
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import FireDue
 from policy import DynamicProfile, Outcome
 from tests.actors.blocking_dispatcher import release_key
 from tests.actors.conftest import _delete_prefix
 from tests.actors.fake_dispatcher import calls_key
 from tests.actors.host_calls import one_remote_call
-from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
+from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
+from tests.actors.redis_waits import wait_until
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
@@ -114,9 +116,9 @@ def test_a_due_retry_is_dispatched_once_by_a_supervised_rq_worker(
         await fail_once(route)
 
         async def delivered() -> bool:
-            return ledger.read("session-1", 1, 1).fields.get("outcome") == "delivered"
+            return ledger.read(AttemptFence("session-1", 1, 1)).fields.get("outcome") == "delivered"
 
-        await wait_for(delivered, TIMEOUT_S)
+        await wait_until(delivered, TIMEOUT_S, redis_url=runtime.url)
         assert (await route.snapshot()).state == "retrying"
         # A late timer, a backstop and a reconciliation on the same attempt add nothing.
         again = await one_remote_call(route.host, "session-1", FireDue(1, 1))
@@ -129,7 +131,7 @@ def test_a_due_retry_is_dispatched_once_by_a_supervised_rq_worker(
         async def idle() -> bool:
             return queue.count == 0 and started.count == 0
 
-        await wait_for(idle, TIMEOUT_S)
+        await wait_until(idle, TIMEOUT_S, redis_url=runtime.url)
 
     asyncio.run(scenario())
     [call] = calls(connection, prefix)
@@ -157,8 +159,8 @@ def test_a_worker_killed_inside_a_dispatch_leaves_its_route_action_required(
         async def inside() -> bool:
             return len(calls(connection, prefix)) == 1
 
-        await wait_for(inside, TIMEOUT_S)
-        entry = ledger.read("session-1", 1, 1)
+        await wait_until(inside, TIMEOUT_S, redis_url=runtime.url)
+        entry = ledger.read(AttemptFence("session-1", 1, 1))
         assert entry.state == "started"
         [worker] = pool.workers
         assert entry.worker == worker.name == calls(connection, prefix)[0]["worker"]
@@ -167,7 +169,7 @@ def test_a_worker_killed_inside_a_dispatch_leaves_its_route_action_required(
         async def settled() -> bool:
             return (await route.snapshot()).state == "action_required"
 
-        await wait_for(settled, TIMEOUT_S)
+        await wait_until(settled, TIMEOUT_S, redis_url=runtime.url)
         snapshot = await route.snapshot()
         assert (snapshot.generation, snapshot.reason) == (1, REASON_ABANDONED)
         # Reconciling again (as `recovery reconcile` would) leaves it alone.
@@ -184,7 +186,9 @@ def test_a_worker_killed_inside_a_dispatch_leaves_its_route_action_required(
     asyncio.run(scenario())
     connection.rpush(release_key(prefix), "go")  # a dispatch still holding would return
     assert len(calls(connection, prefix)) == 1, "nothing dispatched twice"
-    assert ledger.read("session-1", 1, 1).state == "started", "its outcome stays unknown"
+    assert ledger.read(AttemptFence("session-1", 1, 1)).state == "started", (
+        "its outcome stays unknown"
+    )
     decisions = [r.decision for r in asyncio.run(runtime.route("session-1").history())]
     assert decisions == ["start", "retry", "deadline_reached", "stop"]
 

@@ -23,13 +23,14 @@ from rq.serializers import JSONSerializer
 from actors.errors import RecoveryError, StoreUnavailableError
 from actors.hosting.runtime import RecoveryRuntime, RouteHandle
 from actors.jobs.ledger import DispatchLedger
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.routes.models import RouteSnapshot
 from actors.store.embedded import EmbeddedRedis
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
 from tests.actors.fake_dispatcher import calls_key
-from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
+from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
+from tests.actors.redis_waits import wait_until
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
@@ -87,7 +88,7 @@ def nothing_dispatched(runtime: RecoveryRuntime, connection: redis.Redis) -> dic
     keys = KeySpace(runtime.key_prefix)
     queue = Queue(runtime.queue, connection=connection, serializer=JSONSerializer)
     return {
-        "ledger": DispatchLedger(connection, keys).read(R, 1, 1).state,
+        "ledger": DispatchLedger(connection, keys).read(AttemptFence(R, 1, 1)).state,
         "calls": connection.llen(calls_key(runtime.key_prefix)),
         "queued": queue.count,
         "scheduled_jobs": queue.scheduled_job_registry.count,
@@ -101,9 +102,9 @@ def delivered_once(runtime: RecoveryRuntime, connection: redis.Redis) -> None:
     ledger = DispatchLedger(connection, KeySpace(runtime.key_prefix))
 
     async def delivered() -> bool:
-        return ledger.read(R, 1, 1).fields.get("outcome") == "delivered"
+        return ledger.read(AttemptFence(R, 1, 1)).fields.get("outcome") == "delivered"
 
-    asyncio.run(wait_for(delivered, TIMEOUT_S))
+    asyncio.run(wait_until(delivered, TIMEOUT_S, redis_url=runtime.url))
     calls = [json.loads(c) for c in connection.lrange(calls_key(runtime.key_prefix), 0, -1)]
     assert [(c["route_id"], c["generation"], c["ordinal"]) for c in calls] == [(R, 1, 1)]
 

@@ -1,7 +1,8 @@
 """The whole runtime stopped while routes wait, and started again (issue 4, must show):
 every pending schedule fires exactly once after the restart and is dispatched exactly
 once, none twice. Real Ray hosts, an external Redis, supervised rq workers and the
-recording fake dispatcher; waits poll a condition through `wait_for`, never a fixed sleep.
+recording fake dispatcher; waits re-check a condition whenever Redis changes
+(`wait_until`), never a fixed sleep.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import redis
 
 from actors.hosting.runtime import RecoveryRuntime
 from actors.jobs.ledger import DispatchLedger
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.routes.models import RouteSnapshot
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
 from tests.actors.fake_dispatcher import calls_key
-from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
+from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
+from tests.actors.redis_waits import wait_until
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
@@ -112,10 +114,9 @@ def test_stopping_the_runtime_while_routes_wait_and_starting_it_again_fires_each
             s.deadline for s in waiting if s.route_id.startswith("overdue") and s.deadline
         )
 
-        async def overdue() -> bool:
-            return datetime.now(UTC) >= overdue_at
-
-        asyncio.run(wait_for(overdue, TIMEOUT_S))  # some deadlines pass while nothing runs
+        # Some deadlines pass while nothing runs: the moment is the test's input, so it
+        # sleeps until then (nothing else could tell it the time has come).
+        time.sleep(max(0.0, (overdue_at - datetime.now(UTC)).total_seconds()))
         assert pending_schedules(connection, keys) == schedules, "nothing fired while down"
 
         restarting = time.monotonic()
@@ -124,10 +125,10 @@ def test_stopping_the_runtime_while_routes_wait_and_starting_it_again_fires_each
         ledger = DispatchLedger(connection, keys)
 
         async def all_delivered() -> bool:
-            outcomes = [ledger.read(r, 1, 1).fields.get("outcome") for r in route_ids]
+            outcomes = [ledger.read(AttemptFence(r, 1, 1)).fields.get("outcome") for r in route_ids]
             return outcomes == ["delivered"] * len(route_ids)
 
-        asyncio.run(wait_for(all_delivered, TIMEOUT_S))
+        asyncio.run(wait_until(all_delivered, TIMEOUT_S, redis_url=redis_url))
         settled_s = time.monotonic() - restarting
         routes = asyncio.run(_snapshots(second, route_ids))
         histories = asyncio.run(_decisions(second, route_ids))

@@ -45,14 +45,15 @@ from actors.jobs.backstop_arming import (
 )
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import RouteSettings
 from actors.routes.models import RouteSnapshot
 from actors.store.route_store import RouteStore
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix, unique_keys
 from tests.actors.fake_dispatcher import calls_key
-from tests.actors.ray_fixtures import ray_session, wait_for  # noqa: F401  # ray_session: fixture
+from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
+from tests.actors.redis_waits import wait_until
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
 DELIVER = "tests.actors.fake_dispatcher:deliver"
@@ -301,7 +302,7 @@ def test_a_schedule_whose_host_is_gone_is_fired_and_dispatched_once_by_the_backs
     assert rig.decisions("session-1") == ["start", "retry", "deadline_reached"]
     [call] = rig.calls()
     assert (call["route_id"], call["generation"], call["ordinal"]) == ("session-1", 1, 1)
-    entry = DispatchLedger(rig.connection, rig.keys).read("session-1", 1, 1)
+    entry = DispatchLedger(rig.connection, rig.keys).read(AttemptFence("session-1", 1, 1))
     assert (entry.state, entry.fields["outcome"]) == ("finished", "delivered")
     result = rig.result(backstop_job_id(rig.keys, HOST, second))
     assert (result["fired"], result["dispatched"], result["rearmed"]) == (
@@ -360,12 +361,16 @@ def test_a_host_timer_that_fired_first_leaves_the_backstop_nothing_to_do(rig: Ri
         settings = RouteSettings(host_id=HOST)
         async with RouteStore.connect(rig.url, clock=rig.clock, keys=rig.keys) as store:
             return await RouteService(store, rig.clock, settings=settings).fire_due(
-                "session-1", 1, 1
+                AttemptFence("session-1", 1, 1)
             )
 
     assert asyncio.run(host_timer()).state == "retrying"
     enqueue_dispatch(
-        rig.queue, rig.keys, "session-1", 1, 1, dispatcher=DELIVER, now=rig.clock.now()
+        rig.queue,
+        rig.keys,
+        AttemptFence("session-1", 1, 1),
+        dispatcher=DELIVER,
+        now=rig.clock.now(),
     )
     rig.work()
 
@@ -428,13 +433,13 @@ def test_a_route_whose_host_was_killed_for_good_is_fired_and_dispatched_by_its_b
         async def armed() -> bool:
             return bool(connection.exists(marker))
 
-        await wait_for(armed, 30.0)
+        await wait_until(armed, 30.0, redis_url=runtime.url)
         ray.kill(route.host, no_restart=True)  # its timer dies with it, 2 s before the deadline
 
         async def delivered() -> bool:
-            return ledger.read("session-1", 1, 1).fields.get("outcome") == "delivered"
+            return ledger.read(AttemptFence("session-1", 1, 1)).fields.get("outcome") == "delivered"
 
-        await wait_for(delivered, 30.0)
+        await wait_until(delivered, 30.0, redis_url=runtime.url)
         return waiting
 
     try:

@@ -14,6 +14,7 @@ from actors.jobs.dispatch import REASON_AMBIGUOUS
 from actors.jobs.dispatch_routes import REASON_NOTHING_TO_REEVALUATE
 from actors.jobs.queue import JOB_FUNCTION, dispatch_job_id, enqueue_dispatch
 from actors.jobs.reconcile import REASON_ABANDONED, reconcile
+from actors.keys import AttemptFence
 from tests.actors.conftest import Backend
 from tests.actors.dispatch_rig import DELIVER, EXPLODE, REFUSE, R, Rig, retrying
 from tests.actors.route_builders import T0
@@ -27,7 +28,7 @@ def test_a_due_retry_dispatches_exactly_once_even_when_enqueued_twice(
     retrying(real_backend)
     first = rig.enqueue(DELIVER)
     second = rig.enqueue(DELIVER)
-    assert first == second == dispatch_job_id(rig.keys, R, 1, 1)
+    assert first == second == dispatch_job_id(rig.keys, AttemptFence(R, 1, 1))
     assert rig.queue.count == 1  # the deterministic id deduplicates
     # a duplicate that slips past the id (another id, same attempt) is fenced by the ledger
     rig.queue.enqueue(JOB_FUNCTION, rig.keys.prefix, R, 1, 1, DELIVER, job_id="dup-" + first)
@@ -38,7 +39,7 @@ def test_a_due_retry_dispatches_exactly_once_even_when_enqueued_twice(
     assert (call["route_id"], call["generation"], call["ordinal"]) == (R, 1, 1)
     assert call["candidate"] == "claude"
     assert call["replay"]["route_id"] == R
-    entry = rig.ledger().read(R, 1, 1)
+    entry = rig.ledger().read(AttemptFence(R, 1, 1))
     assert (entry.state, entry.fields["outcome"]) == ("finished", "delivered")
     assert rig.route().state == "retrying"  # the orchestrator reports the turn's outcome
     duplicate = Job.fetch("dup-" + first, connection=rig.connection, serializer=JSONSerializer)
@@ -50,8 +51,12 @@ def test_a_job_for_a_stale_generation_or_ordinal_does_nothing(
     real_backend: Backend, rig: Rig
 ) -> None:
     retrying(real_backend)
-    stale_ordinal = enqueue_dispatch(rig.queue, rig.keys, R, 1, 0, dispatcher=DELIVER, now=T0)
-    stale_generation = enqueue_dispatch(rig.queue, rig.keys, R, 2, 1, dispatcher=DELIVER, now=T0)
+    stale_ordinal = enqueue_dispatch(
+        rig.queue, rig.keys, AttemptFence(R, 1, 0), dispatcher=DELIVER, now=T0
+    )
+    stale_generation = enqueue_dispatch(
+        rig.queue, rig.keys, AttemptFence(R, 2, 1), dispatcher=DELIVER, now=T0
+    )
     rig.work()
 
     assert rig.calls() == []
@@ -59,7 +64,9 @@ def test_a_job_for_a_stale_generation_or_ordinal_does_nothing(
         assert job_id is not None
         job = Job.fetch(job_id, connection=rig.connection, serializer=JSONSerializer)
         assert job.return_value() == "stale"
-    assert rig.ledger().read(R, 1, 0).state == "queued"  # never started: provably undispatched
+    assert (
+        rig.ledger().read(AttemptFence(R, 1, 0)).state == "queued"
+    )  # never started: provably undispatched
     assert rig.route().state == "retrying"
 
 
@@ -73,7 +80,7 @@ def test_not_dispatched_on_a_route_storing_no_failure_requires_action(
     rig.work()
 
     assert len(rig.calls()) == 1
-    entry = rig.ledger().read(R, 1, 1)
+    entry = rig.ledger().read(AttemptFence(R, 1, 1))
     assert (entry.state, entry.fields["outcome"]) == ("finished", "not_dispatched")
     route = rig.route()
     assert (route.state, route.reason) == ("action_required", REASON_NOTHING_TO_REEVALUATE)
@@ -87,7 +94,7 @@ def test_a_dispatcher_exception_is_ambiguous_and_never_dispatched_again(
     rig.enqueue(EXPLODE)
     rig.work()
 
-    entry = rig.ledger().read(R, 1, 1)
+    entry = rig.ledger().read(AttemptFence(R, 1, 1))
     assert (entry.state, entry.fields["outcome"]) == ("finished", "failed")
     route = rig.route()
     assert (route.state, route.reason) == ("action_required", REASON_AMBIGUOUS)
@@ -103,8 +110,10 @@ def test_reconcile_requeues_a_queued_never_started_dispatch_once(
     real_backend: Backend, rig: Rig
 ) -> None:
     retrying(real_backend)
-    job_id = dispatch_job_id(rig.keys, R, 1, 1)
-    rig.ledger().queue(R, 1, 1, job_id, T0)  # the ledger was written; the job was lost
+    job_id = dispatch_job_id(rig.keys, AttemptFence(R, 1, 1))
+    rig.ledger().queue(
+        AttemptFence(R, 1, 1), job_id, T0
+    )  # the ledger was written; the job was lost
 
     first = reconcile(rig.queue, rig.keys, DELIVER, now=T0)
     second = reconcile(rig.queue, rig.keys, DELIVER, now=T0)
@@ -116,14 +125,14 @@ def test_reconcile_requeues_a_queued_never_started_dispatch_once(
 
     assert third.left == [R]
     assert len(rig.calls()) == 1
-    assert rig.ledger().read(R, 1, 1).fields["outcome"] == "delivered"
+    assert rig.ledger().read(AttemptFence(R, 1, 1)).fields["outcome"] == "delivered"
 
 
 def test_reconcile_turns_a_started_never_finished_dispatch_into_action_required(
     real_backend: Backend, rig: Rig
 ) -> None:
     retrying(real_backend)
-    rig.ledger().start(R, 1, 1, "worker-that-died", T0)
+    rig.ledger().start(AttemptFence(R, 1, 1), "worker-that-died", T0)
 
     report = reconcile(rig.queue, rig.keys, DELIVER, now=T0)
     assert report.ambiguous == [R]
@@ -135,7 +144,7 @@ def test_reconcile_turns_a_started_never_finished_dispatch_into_action_required(
     rig.work()
     assert again == type(again)()
     assert rig.calls() == []
-    assert rig.ledger().read(R, 1, 1).state == "started"
+    assert rig.ledger().read(AttemptFence(R, 1, 1)).state == "started"
 
 
 def test_nothing_dispatches_twice_across_reconcile_runs(real_backend: Backend, rig: Rig) -> None:

@@ -29,6 +29,7 @@ from actors.jobs.dispatch_routes import (
 )
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.keys import AttemptFence
 from actors.routes.models import AttemptRecord, RouteSnapshot
 from actors.routes.profiles import RouteProfile
 from policy import Outcome
@@ -76,7 +77,7 @@ class Rig:
         route = self.route()
         assert route.state == "retrying", route
         enqueue_dispatch(
-            self.queue, self.backend.keys, R, route.generation, route.attempt_ordinal,
+            self.queue, self.backend.keys, AttemptFence(R, route.generation, route.attempt_ordinal),
             dispatcher=dispatcher, now=T0, host_id=host_id,
         )  # fmt: skip
         worker = SimpleWorker([self.queue], connection=self.connection, serializer=JSONSerializer)
@@ -93,7 +94,9 @@ class Rig:
         return [(call["generation"], call["ordinal"]) for call in map(json.loads, raw)]
 
     def ledger_outcome(self, generation: int, ordinal: int) -> str | None:
-        entry = DispatchLedger(self.connection, self.backend.keys).read(R, generation, ordinal)
+        entry = DispatchLedger(self.connection, self.backend.keys).read(
+            AttemptFence(R, generation, ordinal)
+        )
         return entry.fields.get("outcome")
 
     def last_event(self) -> dict[str, str]:
@@ -223,13 +226,16 @@ def test_not_dispatched_for_an_attempt_the_route_has_left_does_nothing(rig: Rig)
     for generation, ordinal in [(1, 1), (1, 2), (2, 2), (0, 0)]:
         assert (
             reevaluate_not_dispatched(
-                rig.connection, keys, R, generation, ordinal, detail="late job"
+                rig.connection, keys, AttemptFence(R, generation, ordinal), detail="late job"
             )
             is None
         )
     fire(rig)
     during = asyncio.run(state())
-    assert reevaluate_not_dispatched(rig.connection, keys, R, 1, 1, detail="late") is None
+    assert (
+        reevaluate_not_dispatched(rig.connection, keys, AttemptFence(R, 1, 1), detail="late")
+        is None
+    )
     assert asyncio.run(state()) == during
     assert before["attempts"] == during["attempts"][: len(before["attempts"])]
 

@@ -23,6 +23,7 @@ from actors.engine.service import RouteService
 from actors.jobs.dispatch import REASON_AMBIGUOUS
 from actors.jobs.dispatch_routes import read_route
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.keys import AttemptFence
 from actors.routes.circuit_board import REASON_PARKED, candidate_key, covering
 from actors.routes.circuit_models import CircuitView
 from actors.routes.models import RouteSnapshot
@@ -73,7 +74,7 @@ class Rig:
         assert route.state == "retrying", route
         queue = dispatch_queue(self.connection, f"{self.backend.keys.prefix}-dispatch")
         enqueue_dispatch(
-            queue, self.backend.keys, R, route.generation, route.attempt_ordinal,
+            queue, self.backend.keys, AttemptFence(R, route.generation, route.attempt_ordinal),
             dispatcher=dispatcher, now=self.backend.clock.now(),
         )  # fmt: skip
         SimpleWorker([queue], connection=self.connection, serializer=JSONSerializer).work(

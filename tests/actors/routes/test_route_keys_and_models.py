@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pickle
-from datetime import timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from pydantic import ValidationError
@@ -16,8 +16,15 @@ from actors.errors import (
     StaleGenerationError,
     StoreUnavailableError,
 )
-from actors.keys import KeySpace
-from actors.routes.models import CycleRecord, RouteUpdate, Transition
+from actors.keys import AttemptFence, KeySpace
+from actors.routes.models import (
+    CycleRecord,
+    RouteSnapshot,
+    RouteUpdate,
+    Transition,
+    attempt_due,
+    attempt_retrying,
+)
 from actors.store.scripts import script
 from catalogue.codes import ErrorClass
 from policy.cycle import CycleUsage
@@ -32,7 +39,7 @@ def test_every_key_sits_under_the_configured_prefix() -> None:
     assert keys.schedules == "tenant-a:schedules"
     assert keys.events == "tenant-a:events"
     assert keys.host_routes("host-3") == "tenant-a:host:host-3:routes"
-    assert keys.dispatch("route-1", 2, 3) == "tenant-a:dispatch:route-1:2:3"
+    assert keys.dispatch(AttemptFence("route-1", 2, 3)) == "tenant-a:dispatch:route-1:2:3"
     assert keys.pattern() == "tenant-a:*"
 
 
@@ -63,8 +70,8 @@ def test_a_bad_key_prefix_is_refused(prefix: str) -> None:
 def test_a_bad_host_id_or_a_negative_ordinal_is_refused() -> None:
     with pytest.raises(InvalidIdentifierError, match="host id"):
         KeySpace().host_routes("host:1")
-    with pytest.raises(InvalidIdentifierError, match="retry ordinal"):
-        KeySpace().dispatch("route-1", 1, -1)
+    with pytest.raises(InvalidIdentifierError, match="attempt ordinal"):
+        KeySpace().dispatch(AttemptFence("route-1", 1, -1))
 
 
 def test_a_transition_with_a_bad_route_id_raises_the_typed_error_not_a_validation_error() -> None:
@@ -134,3 +141,22 @@ def test_the_transition_script_has_the_house_header() -> None:
     source = script("transition").source
     assert "-- KEYS:" in source
     assert "-- ARGV:" in source
+
+
+def test_one_due_check_names_the_attempt_a_timer_a_backstop_and_a_probe_ask_about() -> None:
+    deadline = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    waiting = RouteSnapshot(
+        route_id="route-1", generation=2, state="retry_wait", attempt_ordinal=3,
+        deadline=deadline,
+    )  # fmt: skip
+    fence = AttemptFence("route-1", 2, 3)
+    assert waiting.attempt == fence
+    assert attempt_due(waiting, fence, deadline)
+    assert not attempt_due(waiting, fence, deadline - timedelta(microseconds=1)), "early"
+    assert not attempt_due(waiting, AttemptFence("route-1", 2, 2), deadline), "an older attempt"
+    assert not attempt_due(waiting, AttemptFence("route-1", 1, 3), deadline), "another generation"
+    assert not attempt_due(waiting, AttemptFence("route-2", 2, 3), deadline), "another route"
+    retrying = waiting.model_copy(update={"state": "retrying", "deadline": None})
+    assert not attempt_due(retrying, fence, deadline), "no longer waiting"
+    assert attempt_retrying(retrying, fence)
+    assert not attempt_retrying(waiting, fence)
