@@ -10,8 +10,8 @@ import pytest
 
 from actors.cli.main import main
 from actors.jobs.reconcile import REASON_ABANDONED
-from tests.actors.jobs import test_dispatch
 from tests.actors.conftest import Backend
+from tests.actors.jobs import test_dispatch
 from tests.actors.jobs.test_dispatch import DELIVER, R, Rig, retrying
 from tests.actors.route_builders import T0
 
