@@ -1,5 +1,9 @@
 """The runtime's exceptions: one root, identifiers as attributes, lowercase messages.
 
+The root, `RecoveryError`, is the core's (catalogue/errors.py), re-exported here: the
+core's errors (PolicyError, RuleError, ...) and the shell's share it, so
+`except RecoveryError` catches everything the project raises on purpose.
+
 Every exception pickles by its identifiers (`__reduce__`), so it survives a trip through a
 Ray actor call unchanged.
 """
@@ -9,9 +13,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from catalogue.errors import RecoveryError
 
-class RecoveryError(Exception):
-    """Root of every error the recovery runtime raises on purpose."""
+__all__ = [
+    "CircuitConflictError",
+    "CircuitStoreUnavailableError",
+    "CorruptCircuitError",
+    "InvalidCircuitInputError",
+    "InvalidIdentifierError",
+    "InvalidRouteIdError",
+    "InvalidStateError",
+    "NoEligibleCandidateError",
+    "RecoveryError",
+    "StaleGenerationError",
+    "StaleOrdinalError",
+    "StoreUnavailableError",
+    "TransitionRejectedError",
+]
 
 
 class InvalidIdentifierError(RecoveryError):
