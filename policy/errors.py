@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from catalogue.errors import RecoveryError
 
@@ -35,6 +36,9 @@ class PolicyError(RecoveryError, ValueError):
         if not self.errors:
             raise ValueError("a PolicyError needs at least one error")
         super().__init__("; ".join(str(error) for error in self.errors))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.errors,))
 
     @classmethod
     def single(cls, field: str | None, message: str) -> PolicyError:

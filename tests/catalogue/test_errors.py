@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError, field_validator
 from catalogue import RecoveryError, RuleError, code_info
 from catalogue.acp.replay import ReplayError
 from catalogue.codes import UnknownCodeError
-from policy import PolicyError
+from policy import FieldError, PolicyError
 from tests.error_tree import exception_classes
 
 CORE_EXCEPTIONS = exception_classes("catalogue", "policy", "circuits")
@@ -65,6 +65,8 @@ def test_a_policy_error_raised_in_a_validator_still_becomes_a_validation_error()
 @pytest.mark.parametrize(
     "error",
     [
+        PolicyError([FieldError("candidates[2].hard.retry.max_retries", "too many"),
+                     FieldError(None, "not a policy document")]),
         RuleError("rules/x.toml[a.b.v1].code: not in the code registry, got 'nope'"),
         ReplayError("message must be a JSON object", "message"),
         UnknownCodeError("no_such_code"),
