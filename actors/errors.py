@@ -19,6 +19,7 @@ __all__ = [
     "CircuitConflictError",
     "CircuitStoreUnavailableError",
     "CorruptCircuitError",
+    "CorruptProfileError",
     "InvalidCircuitInputError",
     "InvalidIdentifierError",
     "InvalidRouteIdError",
@@ -190,6 +191,19 @@ class CorruptCircuitError(RecoveryError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.resource_id, self.detail))
+
+
+class CorruptProfileError(RecoveryError):
+    """A route's stored profile that is not JSON, not a JSON object, or not a valid
+    profile: the route cannot be planned from it (never a guess at a policy)."""
+
+    def __init__(self, route_id: str, detail: str) -> None:
+        self.route_id = route_id
+        self.detail = detail
+        super().__init__(f"route {route_id!r} holds an unreadable profile: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.route_id, self.detail))
 
 
 class CircuitStoreUnavailableError(StoreUnavailableError):
