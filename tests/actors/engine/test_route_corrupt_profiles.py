@@ -1,11 +1,13 @@
 """A route whose stored profile is corrupt, through RouteService with circuits on
 fakeredis: a failure report stops that route (its round goes on), a skip names the route
-in CorruptProfileError."""
+in CorruptProfileError, and a profile that is not JSON fails the read naming the route."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+
+import pytest
 
 from actors.engine.circuit_effects import CircuitEffects
 from actors.engine.service import RouteService
@@ -77,5 +79,19 @@ def test_a_skip_on_a_route_with_an_invalid_profile_raises_corrupt_profile_error(
         (outcome,) = await service.run_many([("corrupt", SkipNow(waiting.generation))])
         assert isinstance(outcome, CorruptProfileError), outcome
         assert outcome.route_id == "corrupt"
+
+    run_with_circuits(fake_backend, scenario)
+
+
+def test_reading_a_route_whose_profile_is_not_json_raises_corrupt_profile_error(
+    fake_backend: Backend,
+) -> None:
+    async def scenario(service: RouteService, backend: Backend) -> None:
+        await start(service, "corrupt")
+        await store_profile(backend, "corrupt", "not json")
+        with pytest.raises(CorruptProfileError) as caught:
+            await service.snapshot("corrupt")
+        assert caught.value.route_id == "corrupt"
+        assert caught.value.detail.startswith("not JSON: ")
 
     run_with_circuits(fake_backend, scenario)

@@ -1,5 +1,6 @@
 """A route's stored profile that cannot be read raises CorruptProfileError naming the
-route; the callers that handled an unreadable profile before still do. No Redis."""
+route, wherever it is read (the codec, the planner); the callers that handled an
+unreadable profile before still do. No Redis."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from actors.routes.commands import ReportFailure, RouteContext, SkipNow
 from actors.routes.models import RouteSnapshot
 from actors.routes.plan import plan
 from actors.routes.profiles import profile_from_json, profile_json
+from actors.store.route_codec import decode_route
 from tests.actors.route_builders import T0
 from tests.actors.route_drivers import R, started
 from tests.actors.route_scenarios import MemoryRoutes, overloaded, safe_turn, seed_profile
@@ -74,6 +76,36 @@ def test_a_corrupt_profile_is_a_recovery_error_and_no_store_failure() -> None:
 def test_a_valid_stored_profile_still_reads_back_as_the_profile() -> None:
     stored = profile_json(seed_profile())
     assert profile_from_json(R, stored) == seed_profile()
+
+
+def _stored_route(**fields: str) -> dict[str, str]:
+    """A route hash as Redis holds it: every value a string, "" for unset."""
+    return {"state": "active", "generation": "1", "candidate_id": "claude", **fields}
+
+
+@pytest.mark.parametrize("text", ["not json", "{", '{"candidates": [', "\x00"])
+def test_a_stored_route_whose_profile_text_is_not_json_raises_corrupt_profile_error(
+    text: str,
+) -> None:
+    with pytest.raises(CorruptProfileError) as caught:
+        decode_route(R, _stored_route(profile=text))
+    assert caught.value.route_id == R
+    assert caught.value.detail.startswith("not JSON: ")
+    assert repr(R) in str(caught.value)
+
+
+def test_a_stored_profile_that_is_json_but_no_object_is_read_then_refused() -> None:
+    snapshot = decode_route(R, _stored_route(profile='["claude"]'))
+    assert snapshot.profile == ["claude"]
+    with pytest.raises(CorruptProfileError, match="got an array"):
+        profile_from_json(snapshot.route_id, snapshot.profile)
+
+
+def test_another_stored_document_that_is_not_json_is_a_store_failure_naming_the_field() -> None:
+    with pytest.raises(StoreUnavailableError) as caught:
+        decode_route(R, _stored_route(policy_snapshot="not json"))
+    assert caught.value.operation == f"snapshot of {R!r}"
+    assert caught.value.detail.startswith("unreadable stored policy_snapshot: ")
 
 
 def _started_with_profile(stored: JsonValue) -> tuple[MemoryRoutes, RouteSnapshot]:
