@@ -1,5 +1,9 @@
 """The runtime's exceptions: one root, identifiers as attributes, lowercase messages.
 
+The root, `RecoveryError`, is the core's (catalogue/errors.py), re-exported here: the
+core's errors (PolicyError, RuleError, ...) and the shell's share it, so
+`except RecoveryError` catches everything the project raises on purpose.
+
 Every exception pickles by its identifiers (`__reduce__`), so it survives a trip through a
 Ray actor call unchanged.
 """
@@ -9,9 +13,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from catalogue.errors import RecoveryError
 
-class RecoveryError(Exception):
-    """Root of every error the recovery runtime raises on purpose."""
+__all__ = [
+    "CircuitConflictError",
+    "CircuitStoreUnavailableError",
+    "CorruptCircuitError",
+    "CorruptProfileError",
+    "InvalidCircuitInputError",
+    "InvalidIdentifierError",
+    "InvalidRouteIdError",
+    "InvalidStateError",
+    "NoEligibleCandidateError",
+    "RecoveryError",
+    "StaleGenerationError",
+    "StaleOrdinalError",
+    "StoreUnavailableError",
+    "TransitionRejectedError",
+]
 
 
 class InvalidIdentifierError(RecoveryError):
@@ -172,6 +191,19 @@ class CorruptCircuitError(RecoveryError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.resource_id, self.detail))
+
+
+class CorruptProfileError(RecoveryError):
+    """A route's stored profile that is not JSON, not a JSON object, or not a valid
+    profile: the route cannot be planned from it (never a guess at a policy)."""
+
+    def __init__(self, route_id: str, detail: str) -> None:
+        self.route_id = route_id
+        self.detail = detail
+        super().__init__(f"route {route_id!r} holds an unreadable profile: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.route_id, self.detail))
 
 
 class CircuitStoreUnavailableError(StoreUnavailableError):

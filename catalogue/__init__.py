@@ -19,6 +19,7 @@ from catalogue.codes import (
     class_of,
     code_info,
 )
+from catalogue.errors import RecoveryError
 from catalogue.evidence import Evidence, EvidenceKind
 from catalogue.rules import Rule, RuleError, Tier
 from catalogue.sanitize import MAX_EXCERPT_BYTES, sanitize
@@ -41,6 +42,7 @@ __all__ = [
     "EvidenceKind",
     "Explanation",
     "HintSource",
+    "RecoveryError",
     "Rule",
     "RuleError",
     "Scope",

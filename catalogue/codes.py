@@ -12,6 +12,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
+from catalogue.errors import RecoveryError
+
 CATALOGUE_VERSION: Final = "catalogue.v1"
 
 
@@ -160,8 +162,8 @@ HARD_CODES: Final = frozenset(c for c, i in CODES.items() if i.error_class is _H
 NON_PROVIDER_CODES: Final = frozenset(c for c, i in CODES.items() if not i.is_provider_error)
 
 
-class UnknownCodeError(KeyError):
-    """A code that is not in the registry."""
+class UnknownCodeError(RecoveryError, KeyError):
+    """A code that is not in the registry; also a KeyError, as a failed registry lookup."""
 
     def __init__(self, code: str) -> None:
         super().__init__(code)

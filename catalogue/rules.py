@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any, TypeVar
 
 from catalogue.codes import CODES, Confidence, Scope, code_info
+from catalogue.errors import RecoveryError
 from catalogue.evidence import EvidenceKind
 from catalogue.literals import anchor_words, required_literals
 
@@ -69,8 +70,9 @@ class Probe:
         return self.pattern.search(text) is not None
 
 
-class RuleError(ValueError):
-    """A rule file that cannot be loaded; the message names the file, rule and field."""
+class RuleError(RecoveryError, ValueError):
+    """A rule file that cannot be loaded; the message names the file, rule and field.
+    Also a ValueError, as it always was."""
 
 
 @dataclass(frozen=True, slots=True)

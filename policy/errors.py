@@ -1,9 +1,12 @@
-"""The policy package's one root exception and its field-addressed errors."""
+"""The policy package's exception (a RecoveryError) and its field-addressed errors."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+from catalogue.errors import RecoveryError
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,14 +24,21 @@ class FieldError:
         return {"field": self.field, "message": self.message}
 
 
-class PolicyError(ValueError):
-    """Invalid policy input. `errors` lists every problem found, not only the first."""
+class PolicyError(RecoveryError, ValueError):
+    """Invalid policy input. `errors` lists every problem found, not only the first.
+
+    Also a ValueError: raised inside a pydantic validator, pydantic folds it into the
+    ValidationError it reports.
+    """
 
     def __init__(self, errors: Iterable[FieldError]) -> None:
         self.errors: tuple[FieldError, ...] = tuple(errors)
         if not self.errors:
             raise ValueError("a PolicyError needs at least one error")
         super().__init__("; ".join(str(error) for error in self.errors))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.errors,))
 
     @classmethod
     def single(cls, field: str | None, message: str) -> PolicyError:

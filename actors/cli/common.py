@@ -13,7 +13,12 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from actors.errors import InvalidIdentifierError, RecoveryError, StoreUnavailableError
+from actors.errors import (
+    CorruptProfileError,
+    InvalidIdentifierError,
+    RecoveryError,
+    StoreUnavailableError,
+)
 from actors.keys import KeySpace
 
 EXIT_ERROR: Final = 2
@@ -30,7 +35,12 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
     def guarded(args: argparse.Namespace) -> int:
         try:
             return run(args)
-        except (CliError, InvalidIdentifierError, StoreUnavailableError) as error:
+        except (
+            CliError,
+            CorruptProfileError,
+            InvalidIdentifierError,
+            StoreUnavailableError,
+        ) as error:
             message = str(error)
         except redis.RedisError as error:
             url = redacted(redis_url_of(args))

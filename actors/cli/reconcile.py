@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import redis
 
+from actors.cli.common import CliError
 from actors.errors import RecoveryError
 from actors.jobs.queue import default_queue_name, dispatch_queue
 from actors.jobs.reconcile import reconcile
@@ -32,10 +33,6 @@ from actors.keys import DEFAULT_PREFIX, KeySpace
 EXIT_ERROR: Final = 2
 TIMEOUT_S: Final = 5.0
 DISPATCHER_ENV: Final = "RECOVERY_DISPATCHER"
-
-
-class _ProblemError(Exception):
-    """A problem to report on one line of stderr (exit 2)."""
 
 
 def register(commands: Any) -> None:
@@ -65,7 +62,7 @@ def register(commands: Any) -> None:
 def run_reconcile(args: argparse.Namespace) -> int:
     try:
         line = reconcile_line(args, datetime.now(UTC))
-    except (_ProblemError, RecoveryError) as error:
+    except RecoveryError as error:  # a CliError among them
         message = str(error)
     except redis.RedisError as error:
         message = f"cannot reach Redis: {str(error) or type(error).__name__}"
@@ -79,12 +76,10 @@ def run_reconcile(args: argparse.Namespace) -> int:
 def reconcile_line(args: argparse.Namespace, now: datetime) -> str:
     url = args.redis_url or os.environ.get("REDIS_URL")
     if not url:
-        raise _ProblemError("no Redis URL: pass --redis-url URL or set REDIS_URL")
+        raise CliError("no Redis URL: pass --redis-url URL or set REDIS_URL")
     dispatcher = args.dispatcher or os.environ.get(DISPATCHER_ENV)
     if not dispatcher:
-        raise _ProblemError(
-            f"no dispatcher: pass --dispatcher MODULE:CALLABLE or set {DISPATCHER_ENV}"
-        )
+        raise CliError(f"no dispatcher: pass --dispatcher MODULE:CALLABLE or set {DISPATCHER_ENV}")
     keys = KeySpace(args.prefix)
     queue_name = args.queue or default_queue_name(keys.prefix)
     connection = redis.Redis.from_url(

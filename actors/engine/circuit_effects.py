@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Final, Protocol
 
-from actors.errors import RecoveryError, StoreUnavailableError
+from actors.errors import CorruptProfileError, RecoveryError
 from actors.routes.circuit_board import (
     DEFAULT_INSTALLATION_KEY,
     DEFAULT_PROBE_TTL_S,
@@ -172,7 +172,7 @@ class CircuitEffects:
         elif isinstance(command, ReportFailure | SkipNow | StartFresh):
             try:
                 profile = profile_from_json(snapshot.route_id, snapshot.profile)
-            except StoreUnavailableError:
+            except CorruptProfileError:
                 return {}  # the planner stops such a route
             if not isinstance(command, StartFresh):
                 excluded = frozenset(snapshot.cycle.skipped)

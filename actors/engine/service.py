@@ -10,8 +10,9 @@ the generation, state and attempt ordinal it was planned from.
 Errors: a stale expected generation raises StaleGenerationError, a command the route's
 state does not allow raises InvalidStateError (or StaleOrdinalError when another writer
 overtook the read), all with no effect; a Redis failure raises StoreUnavailableError and
-nothing else happens. `fire_due` never raises a rejection: a late, duplicate or early
-timer returns the route as it is.
+nothing else happens; a stored profile that cannot be read raises CorruptProfileError
+(a failure report on such a route stops it instead). `fire_due` never raises a
+rejection: a late, duplicate or early timer returns the route as it is.
 
 Circuits: with `circuits` (actors/engine/circuit_effects.py) every call plans against the
 circuits of its route's candidate: a wait on an open circuit is parked, a due attempt

@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Final
 
-from actors.errors import StoreUnavailableError
+from actors.errors import CorruptProfileError
 from actors.routes.circuit_models import CircuitView
 from actors.routes.models import RouteSnapshot
 from actors.routes.profiles import ConcreteProfile, RouteProfile, profile_from_json
@@ -104,7 +104,7 @@ def candidate_key(snapshot: RouteSnapshot, binding: CircuitBinding) -> ResourceK
         return None
     try:
         profile = profile_from_json(snapshot.route_id, snapshot.profile)
-    except StoreUnavailableError:
+    except CorruptProfileError:
         return None  # the planner stops such a route; no circuit to consult
     return profile_candidate_key(profile, snapshot.candidate_id, binding)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from actors.errors import StoreUnavailableError
+from actors.errors import CorruptProfileError
 from actors.routes.commands import ReportFailure, RouteContext
 from actors.routes.eligibility import decision_horizon
 from actors.routes.models import CycleRecord, RouteSnapshot, Transition
@@ -111,7 +111,7 @@ def judge_failure(
     usage = snapshot.cycle.to_usage()
     try:
         profile = profile_from_json(snapshot.route_id, snapshot.profile)
-    except StoreUnavailableError as error:
+    except CorruptProfileError as error:
         stop = Stop(reason=f"policy configuration error, fix the profile: {error.detail}")
         return Judgement(classification, safety, stop, usage, None, None)
     candidate = find_candidate(profile, snapshot.candidate_id)

@@ -19,7 +19,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
-from actors.errors import StoreUnavailableError
+from actors.errors import CorruptProfileError
 from catalogue.codes import ErrorClass
 from policy import (
     BUILTIN_POLICIES,
@@ -189,11 +189,14 @@ _PROFILES: Final = _ProfileCache(PROFILE_CACHE_SIZE)
 
 
 def profile_from_json(route_id: str, stored: JsonValue) -> RouteProfile:
-    """The profile a route stored. A route without one, or with unreadable data, is a
-    store failure (never a guess at a policy). A profile read before is not validated
-    again (see _ProfileCache); an unreadable one is never cached."""
+    """The profile a route stored. A route without one, or with one that is not a JSON
+    object or not a valid profile, raises CorruptProfileError (never a guess at a
+    policy). A profile read before is not validated again (see _ProfileCache); an
+    unreadable one is never cached."""
+    if stored is None:
+        raise CorruptProfileError(route_id, "the route stores no profile")
     if not isinstance(stored, dict):
-        raise StoreUnavailableError(f"profile of {route_id!r}", "the route stores no profile")
+        raise CorruptProfileError(route_id, f"expected a JSON object, got {_kind(stored)}")
     try:
         text: bytes | None = to_json(stored)
     except (PydanticSerializationError, ValueError):
@@ -214,6 +217,19 @@ def _validated_profile(route_id: str, stored: dict[str, JsonValue]) -> RouteProf
             return ConcreteProfile.model_validate(stored)
         return DynamicProfile.model_validate(stored)
     except ValidationError as error:
-        raise StoreUnavailableError(
-            f"profile of {route_id!r}", f"unreadable stored profile: {error}"
-        ) from error
+        raise CorruptProfileError(route_id, f"not a valid profile: {error}") from error
+
+
+def _kind(stored: JsonValue) -> str:
+    """What a stored JSON value is, in JSON's words."""
+    match stored:
+        case bool():
+            return "a boolean"
+        case int() | float():
+            return "a number"
+        case str():
+            return "a string"
+        case list():
+            return "an array"
+        case _:
+            return type(stored).__name__

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json, to_jsonable_python
 
 from actors.errors import (
+    CorruptProfileError,
     InvalidStateError,
     StaleGenerationError,
     StaleOrdinalError,
@@ -88,12 +89,24 @@ def _decode(model: type[ModelT], raw: Mapping[str, str], what: str, **known: Any
     for name, text in raw.items():
         if name not in model.model_fields or text == "":
             continue
-        values[name] = json.loads(text) if name in JSON_FIELDS else text
+        values[name] = _json_field(name, text, what, known) if name in JSON_FIELDS else text
     values.update(known)
     try:
         return model.model_validate(values)
     except (ValidationError, ValueError) as error:
         raise StoreUnavailableError(what, f"unreadable stored data: {error}") from error
+
+
+def _json_field(name: str, text: str, what: str, known: Mapping[str, Any]) -> Any:
+    """A stored JSON document. Text that is not JSON is unreadable data; in a route's
+    `profile`, a corrupt profile, named by its route."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as error:
+        route_id = known.get("route_id")
+        if name == "profile" and isinstance(route_id, str):
+            raise CorruptProfileError(route_id, f"not JSON: {error}") from error
+        raise StoreUnavailableError(what, f"unreadable stored {name}: {error}") from error
 
 
 def decode_route(route_id: str, raw: Mapping[str, str]) -> RouteSnapshot:

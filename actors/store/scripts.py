@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from actors.errors import RecoveryError
+
 _HEADER = re.compile(r"^-- KEYS:.*^-- ARGV:", re.MULTILINE | re.DOTALL)
 _KEY_LITERAL = re.compile(r"redis\.call\(\s*'[A-Z]+'\s*,\s*'")
 
 
-class ScriptError(ValueError):
-    """A shipped script that breaks the house rules."""
+class ScriptError(RecoveryError, ValueError):
+    """A shipped script that breaks the house rules (also a ValueError, as it always was)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from catalogue.acp.observer import (
     TurnSnapshot,
 )
 from catalogue.classifier import Catalogue
+from catalogue.errors import RecoveryError
 
 Direction = Literal["client_to_agent", "agent_to_client"]
 CLIENT_METHODS = frozenset(
@@ -39,8 +40,9 @@ CLIENT_METHODS = frozenset(
 _DIRECTIONS: frozenset[str] = frozenset({"client_to_agent", "agent_to_client"})
 
 
-class ReplayError(ValueError):
-    """A line that cannot be replayed; `field` names the part that is wrong."""
+class ReplayError(RecoveryError, ValueError):
+    """A line that cannot be replayed; `field` names the part that is wrong. Also a
+    ValueError, as it always was."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)

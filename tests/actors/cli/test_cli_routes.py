@@ -14,12 +14,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import fakeredis
 import pytest
 import redis
 
+from actors.cli import common
 from actors.cli.common import connect
 from actors.cli.format import relative, table
 from actors.cli.main import main
+from actors.keys import KeySpace
 from actors.routes.models import RouteEvent, Transition
 from actors.store.sync_reads import follow_events, last_event_id
 from tests.actors.conftest import Backend
@@ -463,6 +466,26 @@ def test_a_bad_url_or_prefix_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert err.startswith(f"recovery schedules: {message}")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["routes"], ["route", "r-1"]])
+def test_a_route_whose_profile_is_not_json_is_one_line_naming_it_and_exit_2(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = fakeredis.FakeRedis(decode_responses=True)
+    keys = KeySpace()
+    client.hset(keys.route("r-1"), mapping={"state": "active", "generation": "1"})
+    client.hset(keys.route("r-1"), "profile", "not json")
+    monkeypatch.setattr(common, "connect", lambda url: client)
+
+    assert main([*argv, "--redis-url", "redis://localhost"]) == 2
+
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith(
+        f"recovery {argv[0]}: route 'r-1' holds an unreadable profile: not JSON: "
+    )
 
 
 def test_a_password_in_the_url_is_never_printed(

@@ -1,0 +1,139 @@
+"""A route's stored profile that cannot be read raises CorruptProfileError naming the
+route, wherever it is read (the codec, the planner); the callers that handled an
+unreadable profile before still do. No Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import JsonValue, ValidationError
+
+from actors.clock import ManualClock
+from actors.errors import CorruptProfileError, RecoveryError, StoreUnavailableError
+from actors.routes.circuit_board import CircuitBinding, candidate_key
+from actors.routes.commands import ReportFailure, RouteContext, SkipNow
+from actors.routes.models import RouteSnapshot
+from actors.routes.plan import plan
+from actors.routes.profiles import profile_from_json, profile_json
+from actors.store.route_codec import decode_route
+from tests.actors.route_builders import T0
+from tests.actors.route_drivers import R, started
+from tests.actors.route_scenarios import MemoryRoutes, overloaded, safe_turn, seed_profile
+
+NOT_OBJECTS: list[tuple[JsonValue, str]] = [
+    (None, "the route stores no profile"),
+    ([], "expected a JSON object, got an array"),
+    ("claude", "expected a JSON object, got a string"),
+    (3, "expected a JSON object, got a number"),
+    (True, "expected a JSON object, got a boolean"),
+]
+INVALID: list[dict[str, Any]] = [
+    {},
+    {"candidates": "claude"},
+    {"candidates": []},
+    {"kind": "concrete", "agent": "claude-acp"},
+    {"kind": "concrete", "id": "claude", "agent": "claude-acp", "colour": "red"},
+]
+
+
+@pytest.mark.parametrize(("stored", "detail"), NOT_OBJECTS)
+def test_a_stored_profile_that_is_not_an_object_raises_corrupt_profile_error_naming_the_route(
+    stored: JsonValue, detail: str
+) -> None:
+    with pytest.raises(CorruptProfileError) as caught:
+        profile_from_json(R, stored)
+    assert (caught.value.route_id, caught.value.detail) == (R, detail)
+    assert str(caught.value) == f"route {R!r} holds an unreadable profile: {detail}"
+
+
+@pytest.mark.parametrize("stored", INVALID)
+def test_a_stored_profile_that_fails_validation_raises_corrupt_profile_error_naming_the_route(
+    stored: dict[str, Any],
+) -> None:
+    with pytest.raises(CorruptProfileError) as caught:
+        profile_from_json(R, stored)
+    assert caught.value.route_id == R
+    assert caught.value.detail.startswith("not a valid profile: ")
+    assert str(caught.value).startswith(f"route {R!r} holds an unreadable profile: ")
+    assert isinstance(caught.value.__cause__, ValidationError)
+
+
+def test_a_stored_profile_that_is_not_json_at_all_raises_corrupt_profile_error() -> None:
+    circular: dict[str, Any] = {"candidates": []}
+    circular["candidates"].append(circular)
+    with pytest.raises(CorruptProfileError) as caught:
+        profile_from_json(R, circular)
+    assert caught.value.route_id == R
+
+
+def test_a_corrupt_profile_is_a_recovery_error_and_no_store_failure() -> None:
+    error = CorruptProfileError(R, "the route stores no profile")
+    assert isinstance(error, RecoveryError)
+    assert not isinstance(error, StoreUnavailableError)
+
+
+def test_a_valid_stored_profile_still_reads_back_as_the_profile() -> None:
+    stored = profile_json(seed_profile())
+    assert profile_from_json(R, stored) == seed_profile()
+
+
+def _stored_route(**fields: str) -> dict[str, str]:
+    """A route hash as Redis holds it: every value a string, "" for unset."""
+    return {"state": "active", "generation": "1", "candidate_id": "claude", **fields}
+
+
+@pytest.mark.parametrize("text", ["not json", "{", '{"candidates": [', "\x00"])
+def test_a_stored_route_whose_profile_text_is_not_json_raises_corrupt_profile_error(
+    text: str,
+) -> None:
+    with pytest.raises(CorruptProfileError) as caught:
+        decode_route(R, _stored_route(profile=text))
+    assert caught.value.route_id == R
+    assert caught.value.detail.startswith("not JSON: ")
+    assert repr(R) in str(caught.value)
+
+
+def test_a_stored_profile_that_is_json_but_no_object_is_read_then_refused() -> None:
+    snapshot = decode_route(R, _stored_route(profile='["claude"]'))
+    assert snapshot.profile == ["claude"]
+    with pytest.raises(CorruptProfileError, match="got an array"):
+        profile_from_json(snapshot.route_id, snapshot.profile)
+
+
+def test_another_stored_document_that_is_not_json_is_a_store_failure_naming_the_field() -> None:
+    with pytest.raises(StoreUnavailableError) as caught:
+        decode_route(R, _stored_route(policy_snapshot="not json"))
+    assert caught.value.operation == f"snapshot of {R!r}"
+    assert caught.value.detail.startswith("unreadable stored policy_snapshot: ")
+
+
+def _started_with_profile(stored: JsonValue) -> tuple[MemoryRoutes, RouteSnapshot]:
+    """A started route whose stored profile was then overwritten with `stored`."""
+    routes = MemoryRoutes(ManualClock(T0))
+    started(routes)
+    corrupt = routes.snapshot(R).model_copy(update={"profile": stored})
+    routes.routes[R] = corrupt
+    return routes, corrupt
+
+
+@pytest.mark.parametrize("stored", [None, {"candidates": "claude"}])
+def test_a_failure_on_a_route_with_a_corrupt_profile_stops_the_route(stored: JsonValue) -> None:
+    routes, _ = _started_with_profile(stored)
+    after = routes.run(R, ReportFailure(1, overloaded(), safe_turn(), "kanban", f"inv-{R}"))
+    assert after.state == "action_required"
+    assert after.reason is not None
+    assert after.reason.startswith("policy configuration error, fix the profile: ")
+
+
+def test_a_skip_on_a_route_with_a_corrupt_profile_raises_corrupt_profile_error() -> None:
+    _, corrupt = _started_with_profile({"candidates": "claude"})
+    waiting = corrupt.model_copy(update={"state": "retry_wait"})
+    with pytest.raises(CorruptProfileError) as caught:
+        plan(waiting, SkipNow(1), RouteContext(T0))
+    assert caught.value.route_id == R
+
+
+def test_a_route_with_a_corrupt_profile_has_no_circuit_to_consult() -> None:
+    _, corrupt = _started_with_profile({"candidates": "claude"})
+    assert candidate_key(corrupt, CircuitBinding(installation_key=b"profiles-test")) is None

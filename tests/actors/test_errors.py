@@ -1,0 +1,101 @@
+"""Every exception class the shell defines is a RecoveryError (the core's root, re-exported
+by actors.errors) and keeps its identifiers and message through pickling, as it does
+through a Ray actor call."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from actors.cli.common import CliError
+from actors.demo.errors import DemoError
+from actors.engine.config import ConfigError
+from actors.errors import (
+    CircuitConflictError,
+    CircuitStoreUnavailableError,
+    CorruptCircuitError,
+    CorruptProfileError,
+    InvalidCircuitInputError,
+    InvalidIdentifierError,
+    InvalidRouteIdError,
+    InvalidStateError,
+    NoEligibleCandidateError,
+    RecoveryError,
+    StaleGenerationError,
+    StaleOrdinalError,
+    StoreUnavailableError,
+    TransitionRejectedError,
+)
+from actors.jobs.dispatcher import NotDispatched
+from actors.store.scripts import ScriptError
+from catalogue.errors import RecoveryError as CoreRoot
+from tests.error_tree import exception_classes
+
+SHELL_EXCEPTIONS = exception_classes("actors")
+
+# Exception classes that are deliberately not errors, with the reason.
+NOT_ERRORS = {
+    "actors.cli.up._StopRequestedError": (
+        "a stop signal raised into the main thread by the signal handler and caught by "
+        "serve(): a control-flow signal like KeyboardInterrupt, which no handler of "
+        "RecoveryError should swallow"
+    ),
+}
+
+# One instance of every error the shell defines, built as the shell raises it.
+SAMPLES: list[RecoveryError] = [
+    InvalidIdentifierError("host id", "h:1", "[A-Za-z0-9._-]{1,64}"),
+    InvalidRouteIdError("a b", "[A-Za-z0-9._-]{1,128}"),
+    TransitionRejectedError("route 'route-1': rejected"),
+    StaleGenerationError("route-1", 1, 2, "switching"),
+    InvalidStateError("route-1", "active", ["retry_wait", "waiting_for_reset"], 3),
+    StaleOrdinalError("route-1", 2, 3, 4, "retry_wait"),
+    NoEligibleCandidateError("route-1", "start fresh"),
+    StoreUnavailableError("apply", "ConnectionError: refused"),
+    InvalidCircuitInputError("lease_ttl", -1, "a positive number of seconds"),
+    CircuitConflictError("anthropic:claude", "record failure", 8),
+    CorruptCircuitError("anthropic:claude", "status 'ajar' is not a circuit status"),
+    CorruptProfileError("route-1", "expected a JSON object, got an array"),
+    CircuitStoreUnavailableError("circuit_apply", "TimeoutError: timed out"),
+    ConfigError("recovery.toml", "hosts", 0, "must be an integer >= 1, got 0"),
+    CliError("no Redis URL: pass --redis-url URL or set REDIS_URL"),
+    DemoError("the fleet needs at least one route"),
+    NotDispatched("the orchestrator is draining"),
+    ScriptError("transition: names a key literally; pass every key in KEYS"),
+]
+
+
+def test_the_shell_re_exports_the_core_root_rather_than_defining_its_own() -> None:
+    assert RecoveryError is CoreRoot
+    assert "actors.errors.RecoveryError" not in SHELL_EXCEPTIONS
+
+
+@pytest.mark.parametrize("name", sorted(set(SHELL_EXCEPTIONS) - set(NOT_ERRORS)))
+def test_every_exception_class_the_shell_defines_is_a_recovery_error(name: str) -> None:
+    assert issubclass(SHELL_EXCEPTIONS[name], RecoveryError), name
+
+
+@pytest.mark.parametrize("name", sorted(NOT_ERRORS))
+def test_an_exception_class_that_is_no_error_still_exists(name: str) -> None:
+    assert name in SHELL_EXCEPTIONS, f"{name} is gone: drop it from NOT_ERRORS"
+
+
+def test_every_error_the_shell_defines_has_a_pickling_sample() -> None:
+    sampled = {f"{type(e).__module__}.{type(e).__qualname__}" for e in SAMPLES}
+    assert set(SHELL_EXCEPTIONS) - set(NOT_ERRORS) == sampled
+
+
+@pytest.mark.parametrize("error", SAMPLES, ids=lambda error: type(error).__name__)
+def test_a_shell_error_keeps_its_identifiers_and_message_through_pickling(
+    error: RecoveryError,
+) -> None:
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error)
+    assert vars(again) == vars(error)
+    assert again.args == error.args
+    assert str(again) == str(error)
+
+
+def test_a_script_error_is_still_a_value_error() -> None:
+    assert issubclass(ScriptError, ValueError)
