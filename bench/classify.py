@@ -17,13 +17,12 @@ import statistics
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 from catalogue import Catalogue, Evidence, EvidenceKind, default_catalogue
-from catalogue.corpus import evidence_from_row
+from catalogue.corpus import dev_corpus, evidence_from_row
 from catalogue.rules import Rule, parse_rule
 
-CORPUS = Path(__file__).parent / "data" / "real_errors.dev.jsonl"
+CORPUS = dev_corpus()
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 ROUNDS = 40
 KIB4 = 4096

@@ -12,14 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from catalogue.classifier import default_catalogue
-from catalogue.corpus import evidence_from_row, score_rows
-
-DEFAULT_CORPUS = Path(__file__).parent / "data" / "real_errors.dev.jsonl"
+from catalogue.corpus import dev_corpus, evidence_from_row, score_rows
 
 
 def main(argv: list[str]) -> int:
     paths = [a for a in argv if not a.startswith("--")]
-    path = Path(paths[0]) if paths else DEFAULT_CORPUS
+    path = Path(paths[0]) if paths else dev_corpus()
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     catalogue = default_catalogue()
     now = datetime.now(UTC)
