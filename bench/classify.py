@@ -1,4 +1,4 @@
-"""Classifier cost per evidence (CONTRACTS.md, Benchmarks).
+"""Classifier cost per evidence (docs/CONTRACTS.md, Benchmarks).
 
 One `classify()` call on a parsed Evidence, sanitising included, timed per call:
 - over the development corpus (median, p99),

@@ -1,4 +1,4 @@
-"""Score the catalogue on the labelled development corpus (CONTRACTS.md scoring).
+"""Score the catalogue on the labelled development corpus (docs/CONTRACTS.md scoring).
 
 Prints one JSON line: accuracy, counts, false auto-recoveries and the wrong rows.
 Usage: python bench/corpus_score.py [PATH] [--verbose]

@@ -1,4 +1,4 @@
-"""Scoring the catalogue on labelled real-error rows (CONTRACTS.md, "Scoring on the corpus").
+"""Scoring the catalogue on labelled real-error rows (docs/CONTRACTS.md, "Scoring on the corpus").
 
 Rows are labelled data, not Evidence; `evidence_from_row` builds Evidence exactly as the
 contract says, so the figure printed here is the figure reviewers measure. The development

@@ -1,7 +1,7 @@
 """The rq workers of a runtime: their own processes, spawned and supervised here.
 
 rq installs signal handlers and forks a work horse per job, which does not fit inside a
-Ray actor (DESIGN.md §3), so the runtime runs `count` plain `rq worker` processes (the
+Ray actor (docs/DESIGN.md §3), so the runtime runs `count` plain `rq worker` processes (the
 same interpreter and venv, JSON serializer, with the scheduler) on its dispatch queue.
 They run rq's SimpleWorker class: the job runs in the worker process itself. rq's
 default Worker forks a work horse per job and puts it in a process group of its own, so

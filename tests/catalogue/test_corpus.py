@@ -1,4 +1,4 @@
-"""The Must-show figure: the development corpus, scored as CONTRACTS.md says."""
+"""The Must-show figure: the development corpus, scored as docs/CONTRACTS.md says."""
 
 from __future__ import annotations
 
