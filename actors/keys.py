@@ -2,7 +2,7 @@
 
 All keys live under one configurable prefix (default `recovery`) so two deployments can
 share a Redis. Identifiers that become part of a key are validated first: a route id is
-`[A-Za-z0-9._-]{1,128}` (the orchestrator's session id; CONTRACTS.md "Routes"), so it can
+`[A-Za-z0-9._-]{1,128}` (the orchestrator's session id; docs/CONTRACTS.md "Routes"), so it can
 never contain `:`, a glob character or whitespace, and keys never collide or inject.
 
 Layout (`<p>` = prefix):

@@ -1,4 +1,4 @@
-"""Classifier cost per evidence (CONTRACTS.md, Benchmarks).
+"""Classifier cost per evidence (docs/CONTRACTS.md, Benchmarks).
 
 One `classify()` call on a parsed Evidence, sanitising included, timed per call:
 - over the development corpus (median, p99),
@@ -17,13 +17,12 @@ import statistics
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 from catalogue import Catalogue, Evidence, EvidenceKind, default_catalogue
-from catalogue.corpus import evidence_from_row
+from catalogue.corpus import dev_corpus, evidence_from_row
 from catalogue.rules import Rule, parse_rule
 
-CORPUS = Path(__file__).parent / "data" / "real_errors.dev.jsonl"
+CORPUS = dev_corpus()
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 ROUNDS = 40
 KIB4 = 4096

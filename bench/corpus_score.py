@@ -1,4 +1,4 @@
-"""Score the catalogue on the labelled development corpus (CONTRACTS.md scoring).
+"""Score the catalogue on the labelled development corpus (docs/CONTRACTS.md scoring).
 
 Prints one JSON line: accuracy, counts, false auto-recoveries and the wrong rows.
 Usage: python bench/corpus_score.py [PATH] [--verbose]
@@ -12,14 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from catalogue.classifier import default_catalogue
-from catalogue.corpus import evidence_from_row, score_rows
-
-DEFAULT_CORPUS = Path(__file__).parent / "data" / "real_errors.dev.jsonl"
+from catalogue.corpus import dev_corpus, evidence_from_row, score_rows
 
 
 def main(argv: list[str]) -> int:
     paths = [a for a in argv if not a.startswith("--")]
-    path = Path(paths[0]) if paths else DEFAULT_CORPUS
+    path = Path(paths[0]) if paths else dev_corpus()
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     catalogue = default_catalogue()
     now = datetime.now(UTC)

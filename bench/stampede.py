@@ -1,5 +1,5 @@
 """A parked fleet at a provider's reset: our circuit (one probe, then budgeted release
-waves) against a naive TTL cooldown, in one run (CONTRACTS.md, Benchmarks).
+waves) against a naive TTL cooldown, in one run (docs/CONTRACTS.md, Benchmarks).
 
 Ours, through the real runtime: a RecoveryRuntime with `--hosts` route hosts (async Ray
 actors on a local Ray started here) and `--workers` rq workers running the bench
@@ -13,7 +13,7 @@ reports Anthropic's 429 rate_limit_error with `Retry-After: --retry-after` (rate
 account scope, a trusted reset). The first report opens the account's circuit; every
 route parks on it (checked in Redis: each route waiting with reason circuit_open on that
 circuit, and the circuit's parked set holding them all). The circuit stays open until
-max(open + backoff, trusted reset): the first backoff is 60 s (DESIGN.md §3), so a
+max(open + backoff, trusted reset): the first backoff is 60 s (docs/DESIGN.md §3), so a
 short Retry-After does not shorten it. At open-until the hosts' timers fire every parked
 route: one takes the probe lease and is dispatched (reason `circuit_probe`), the others
 re-park behind the lease. The bench, as the orchestrator, reports the probe's success as

@@ -28,7 +28,7 @@ def records_key(prefix: str) -> str:
     return f"{prefix}:bench:dispatches"
 
 
-def dispatch(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
+def dispatch(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.md, Routes)
     route_id: str,
     generation: int,
     ordinal: int,

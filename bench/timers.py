@@ -1,5 +1,5 @@
 """Timer lateness with live and crashed hosts, memory of idle routes, host restart
-(CONTRACTS.md, Benchmarks).
+(docs/CONTRACTS.md, Benchmarks).
 
 A RecoveryRuntime with `--hosts` route hosts (async Ray actors on a local Ray started
 here, no dispatcher: so no rq workers and no rq backstop; a timer is the host's own

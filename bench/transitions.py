@@ -1,4 +1,4 @@
-"""Route transition throughput and latency in a failure burst (CONTRACTS.md, Benchmarks).
+"""Route transition throughput and latency in a failure burst (docs/CONTRACTS.md, Benchmarks).
 
 Headline layer: the orchestrator's path. Route handles of a RecoveryRuntime (`--hosts`
 async Ray route hosts on a local Ray) send reports through one HostBatcher per host, so
@@ -336,7 +336,7 @@ async def warm_up(rig: Rig) -> None:
 
 
 def settle() -> None:
-    """Setup garbage out of the way of the measurement (DESIGN.md §5a: GC pauses)."""
+    """Setup garbage out of the way of the measurement (docs/DESIGN.md §5a: GC pauses)."""
     gc.collect()
     gc.freeze()
 

@@ -1,7 +1,9 @@
-"""Scoring the catalogue on labelled real-error rows (CONTRACTS.md, "Scoring on the corpus").
+"""Scoring the catalogue on labelled real-error rows (docs/CONTRACTS.md, "Scoring on the corpus").
 
 Rows are labelled data, not Evidence; `evidence_from_row` builds Evidence exactly as the
-contract says, so the figure printed here is the figure reviewers measure.
+contract says, so the figure printed here is the figure reviewers measure. The development
+corpus ships inside the package (catalogue/data/), so `recovery corpus` and `recovery demo`
+find it in an installed wheel as well as in a checkout.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any, Final
 
 from catalogue.classification import Classification
 from catalogue.codes import NON_PROVIDER_CODES, TRANSIENT_CODES, UNCLASSIFIED
 from catalogue.evidence import Evidence
 
 NOT_PROVIDER_LABEL = "not_provider_error"
+DEV_CORPUS_FILE: Final = "real_errors.dev.jsonl"
 
 _KIND = {
     "cli_stderr": "stderr",
@@ -47,6 +52,12 @@ _PROVIDER = {
     "openai-compatible": None,
 }
 _ALT = re.compile(r"alt:\s*([a-z_/ ,]+)")
+
+
+def dev_corpus() -> Traversable:
+    """The labelled development corpus (JSON lines), a package resource: read it with
+    `.read_text(encoding="utf-8")`."""
+    return resources.files("catalogue") / "data" / DEV_CORPUS_FILE
 
 
 def evidence_from_row(row: Mapping[str, Any]) -> Evidence:

@@ -1,4 +1,4 @@
-"""Circuit thresholds and timings, with the defaults of DESIGN.md §3."""
+"""Circuit thresholds and timings, with the defaults of docs/DESIGN.md §3."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ Decision = Retry | WaitForReset | Skip | Stop
 
 
 def decision_json(decision: Decision, retry_ordinal: int) -> dict[str, Any]:
-    """The CONTRACTS.md line: `retry_ordinal` is the value after the decision (`retry_ordinal`
+    """The docs/CONTRACTS.md line: `retry_ordinal` is the value after the decision (`retry_ordinal`
     is the count used before it)."""
     match decision:
         case Retry(deadline=deadline, ordinal=ordinal):

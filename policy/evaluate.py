@@ -1,6 +1,6 @@
 """The evaluator: one failure, one candidate's policy, one decision.
 
-Order (DESIGN.md §2, the seed's Per-class policy): refuse stale, unclassified,
+Order (docs/DESIGN.md §2, the seed's Per-class policy): refuse stale, unclassified,
 low-confidence, unknown or conflicting, class-`none` and effect-unsafe failures (Stop);
 then a reset wait if enabled, unused for this candidate and class in the cycle, and the
 trusted reset is in the future and no later than `max_wait_seconds`; then a retry while the

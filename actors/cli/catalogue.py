@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import IO, Any
 
@@ -16,10 +17,8 @@ from actors.cli.jsonlines import line_error, map_json_lines
 from actors.cli.policy import explain_decision
 from catalogue import Evidence, EvidenceKind, classify, default_catalogue, explain
 from catalogue.classification import Classification
-from catalogue.corpus import evidence_from_row, score_rows
+from catalogue.corpus import dev_corpus, evidence_from_row, score_rows
 from policy.errors import PolicyError
-
-DEFAULT_CORPUS = Path("bench/data/real_errors.dev.jsonl")
 
 
 def register(commands: Any) -> None:
@@ -61,7 +60,10 @@ def register(commands: Any) -> None:
     corpus_cmd = commands.add_parser(
         "corpus", help="run the classifier over the development corpus and print a summary"
     )
-    corpus_cmd.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    corpus_cmd.add_argument(
+        "--corpus", type=Path, metavar="PATH",
+        help="labelled corpus JSON lines (default: the development corpus in the package)",
+    )  # fmt: skip
     corpus_cmd.set_defaults(run=run_corpus)
 
 
@@ -181,8 +183,8 @@ def _explanation_lines(result: Any) -> Iterator[str]:
 
 
 def run_corpus(args: argparse.Namespace) -> int:
-    path: Path = args.corpus
-    if not path.exists():
+    path: Traversable = args.corpus or dev_corpus()
+    if not path.is_file():
         print(f"recovery corpus: corpus not found: {path}", file=sys.stderr)
         return 2
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

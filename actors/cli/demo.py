@@ -47,7 +47,10 @@ def register(commands: Any) -> None:
         help="longest wait for the fleet to drain after the duration (80)",
     )  # fmt: skip
     demo.add_argument("--workers", type=_positive_int, default=2, help="rq workers (2)")
-    demo.add_argument("--corpus", type=Path, help="labelled corpus (bench/data/real_errors.dev)")
+    demo.add_argument(
+        "--corpus", type=Path, metavar="PATH",
+        help="labelled corpus (default: the development corpus in the package)",
+    )  # fmt: skip
     demo.add_argument("--json", action="store_true", help="print only the final JSON report")
     demo.set_defaults(run=run_demo_command)
 

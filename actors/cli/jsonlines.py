@@ -1,6 +1,6 @@
 """JSON-lines commands: one JSON object in per line, one JSON object out, errors inline.
 
-Shared by `recovery classify` and `recovery policy evaluate` (CONTRACTS.md): blank lines
+Shared by `recovery classify` and `recovery policy evaluate` (docs/CONTRACTS.md): blank lines
 give no output, and a line that cannot be read gives `{"line", "error", "field"}` while
 processing goes on.
 """

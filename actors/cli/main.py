@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Final
 
 from actors.cli import acp as cli_acp
 from actors.cli import catalogue as cli_catalogue
@@ -16,12 +18,23 @@ from actors.cli import routes as cli_routes
 from actors.cli import top as cli_top
 from actors.cli import up_command as cli_up
 
+DISTRIBUTION: Final = "provider-recovery"
+
+
+def installed_version() -> str:
+    """The installed distribution's version (its metadata), or a note that there is none."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # imported from a checkout that was never installed
+        return "unknown (not installed)"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recovery",
         description="Provider-error recovery runtime for coding-agent fleets.",
     )
+    parser.add_argument("--version", action="version", version=f"recovery {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cli_catalogue.register(commands)
     cli_policy.register(commands)

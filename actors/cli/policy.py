@@ -91,7 +91,7 @@ def aware_datetime(text: str) -> datetime:
 
 
 class EvaluateLine(BaseModel):
-    """One `recovery policy evaluate` input line (CONTRACTS.md). `document` is checked by
+    """One `recovery policy evaluate` input line (docs/CONTRACTS.md). `document` is checked by
     `parse_document`; `builtin` names a built-in policy instead (e.g. `interactive`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

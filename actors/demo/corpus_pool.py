@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Any, Final
 
 from actors.demo.errors import DemoError
@@ -130,10 +130,10 @@ class CorpusPool:
     cases: Mapping[FailureKind, tuple[CorpusCase, ...]]
 
     @classmethod
-    def load(cls, path: Path, now: datetime) -> CorpusPool:
-        if not path.exists():
+    def load(cls, path: Traversable, now: datetime) -> CorpusPool:
+        if not path.is_file():
             raise DemoError(f"corpus not found: {path}")
-        rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
         found: dict[FailureKind, list[CorpusCase]] = {kind: [] for kind in FailureKind}
         for row in sorted(rows, key=lambda r: str(r["id"])):
             kind = _LABELS.get(row["code"])

@@ -41,7 +41,7 @@ class DispatchRecord(BaseModel):
     at: float
 
 
-def dispatch(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
+def dispatch(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.md, Routes)
     route_id: str,
     generation: int,
     ordinal: int,

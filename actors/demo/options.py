@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Final
 
-from actors.jobs.workers import PROJECT_ROOT
+from catalogue.corpus import dev_corpus
 
-DEFAULT_CORPUS: Final = PROJECT_ROOT / "bench" / "data" / "real_errors.dev.jsonl"
+# A package resource, so an installed wheel finds it too; `--corpus` gives a file instead.
+DEFAULT_CORPUS: Final = dev_corpus()
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,4 +20,4 @@ class DemoOptions:
     drain_timeout_s: float = 80.0
     hosts: int = 2
     workers: int = 2
-    corpus: Path = DEFAULT_CORPUS
+    corpus: Traversable = DEFAULT_CORPUS

@@ -20,6 +20,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
@@ -190,7 +191,9 @@ def _run_figures(
     driving_s, drain_s, unfinished = timing
     failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
     errors = sorted({f"{type(t.exception()).__name__}: {t.exception()}" for t in failed})
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()}
+    settings = {
+        k: (str(v) if isinstance(v, Traversable) else v) for k, v in asdict(options).items()
+    }
     return {
         **settings, "driving_s": round(driving_s, 1), "drain_s": round(drain_s, 1),
         "sessions_unfinished": len(unfinished), "unfinished_routes": unfinished[:20],

@@ -104,7 +104,7 @@ def circuit_binding(
     """The binding of this installation: the HMAC key of credential fingerprints is
     `installation_key`, else $RECOVERY_INSTALLATION_KEY, else a fixed default (every
     process of one installation must use the same key, or they see different circuits);
-    the circuits' `settings` (the defaults of DESIGN.md §3 when None) and probe TTL."""
+    the circuits' `settings` (the defaults of docs/DESIGN.md §3 when None) and probe TTL."""
     key = installation_key or os.environ.get(INSTALLATION_KEY_ENV)
     return CircuitBinding(
         installation_key=key.encode() if key else DEFAULT_INSTALLATION_KEY,

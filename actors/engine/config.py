@@ -38,7 +38,7 @@ variable counts as unset. Every setting, with its TOML key and environment varia
     circuit_probe_ttl_s
                     RECOVERY_CIRCUIT_PROBE_TTL_S            300 (a probe lease's lifetime)
 
-The circuit settings are those of circuits.CircuitSettings (DESIGN.md §3); the backoff
+The circuit settings are those of circuits.CircuitSettings (docs/DESIGN.md §3); the backoff
 cap must not be below the initial backoff (reported on circuit_max_backoff_s).
 
 Booleans accept true/false, yes/no, on/off, 1/0 (any case) from the environment.

@@ -1,7 +1,7 @@
 """The rq workers of a runtime: their own processes, spawned and supervised here.
 
 rq installs signal handlers and forks a work horse per job, which does not fit inside a
-Ray actor (DESIGN.md §3), so the runtime runs `count` plain `rq worker` processes (the
+Ray actor (docs/DESIGN.md §3), so the runtime runs `count` plain `rq worker` processes (the
 same interpreter and venv, JSON serializer, with the scheduler) on its dispatch queue.
 They run rq's SimpleWorker class: the job runs in the worker process itself. rq's
 default Worker forks a work horse per job and puts it in a process group of its own, so
@@ -17,6 +17,14 @@ would take a dispatch the dead worker started for one still running), calls `on_
 
 `stop()` sends SIGTERM to every worker's process group (rq finishes nothing more: a warm
 shutdown lets the running job end), waits, and sends SIGKILL after the timeout.
+
+Workers import `actors` (and the dispatcher) as the process that starts them does. From a
+checkout the folder holding `actors` goes on their PYTHONPATH; from an installed wheel that
+folder is site-packages, which the interpreter searches anyway, so it is left out (on
+PYTHONPATH it would come before the standard library). Workers run in the starting
+process's working folder, as `rq worker` run there by hand would: relative paths mean the
+same in both, and no worker runs inside site-packages (rq puts its working folder on
+`sys.path`, and site-packages may be read-only).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import contextlib
 import logging
 import os
 import signal
+import site
 import subprocess
 import sys
 import threading
@@ -46,7 +55,8 @@ STOP_TIMEOUT_S: Final = 10.0
 STOP_POLL_S: Final = 0.02
 SERIALIZER: Final = "rq.serializers.JSONSerializer"
 WORKER_CLASS: Final = "rq.worker.SimpleWorker"
-# The folder holding the `actors` package: workers import the dispatch job from it.
+# The folder holding the `actors` package (the checkout, or site-packages when installed):
+# workers import the dispatch job from it.
 PROJECT_ROOT: Final = Path(__file__).resolve().parents[2]
 
 log = logging.getLogger(__name__)
@@ -63,13 +73,25 @@ def worker_command(url: str, queue: str, name: str) -> list[str]:
     ]  # fmt: skip
 
 
+def site_folders() -> frozenset[Path]:
+    """The folders this interpreter searches for installed packages without PYTHONPATH."""
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    return frozenset(Path(folder).resolve() for folder in folders)
+
+
 def worker_env(extra_paths: tuple[str, ...] = ()) -> dict[str, str]:
-    """This process's environment with the project (and `extra_paths`) importable."""
+    """This process's environment with the project (and `extra_paths`) importable: the
+    project's folder is added unless it is one the interpreter searches anyway."""
     env = dict(os.environ)
-    paths = [str(PROJECT_ROOT), *extra_paths]
+    paths = [*extra_paths]
+    if PROJECT_ROOT not in site_folders():
+        paths.insert(0, str(PROJECT_ROOT))
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
 
 
@@ -190,7 +212,7 @@ class WorkerPool:
     def _spawn(self) -> WorkerProcess:
         name = f"{self.name_prefix}-{uuid.uuid4().hex[:12]}"
         process = subprocess.Popen(
-            worker_command(self.url, self.queue, name), env=self._env, cwd=PROJECT_ROOT,
+            worker_command(self.url, self.queue, name), env=self._env,
             start_new_session=True, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         return WorkerProcess(name, process)

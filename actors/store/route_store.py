@@ -3,7 +3,7 @@
 Each transition is one run of `lua/transition.lua` (fence on generation and state, route
 state, attempt history, schedule hash + sorted set, events stream — atomically), sent with
 EVALSHA and loaded on NOSCRIPT. `apply_many` sends a batch's scripts as one pipeline,
-which is where throughput comes from (DESIGN.md §5a).
+which is where throughput comes from (docs/DESIGN.md §5a).
 
 Failures: a rejected transition raises StaleGenerationError or InvalidStateError and
 wrote nothing. Any Redis failure (refused, timed out, a script error) raises

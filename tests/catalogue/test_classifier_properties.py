@@ -1,4 +1,4 @@
-"""Invariants over arbitrary and adversarial input (DESIGN.md §5)."""
+"""Invariants over arbitrary and adversarial input (docs/DESIGN.md §5)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,20 @@
-"""The Must-show figure: the development corpus, scored as CONTRACTS.md says."""
+"""The Must-show figure: the development corpus, scored as docs/CONTRACTS.md says."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 from catalogue import default_catalogue
-from catalogue.corpus import accepted_codes, evidence_from_row, is_right, score_rows
+from catalogue.corpus import (
+    accepted_codes,
+    dev_corpus,
+    evidence_from_row,
+    is_right,
+    score_rows,
+)
 
-CORPUS = Path(__file__).parents[2] / "bench" / "data" / "real_errors.dev.jsonl"
+CORPUS = dev_corpus()
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 

@@ -85,7 +85,7 @@ def test_explain_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_corpus_prints_the_corpus_summary(capsys: pytest.CaptureFixture[str]) -> None:
-    corpus = Path(__file__).parents[3] / "bench" / "data" / "real_errors.dev.jsonl"
+    corpus = Path(__file__).parents[3] / "catalogue" / "data" / "real_errors.dev.jsonl"
     assert main(["corpus", "--corpus", str(corpus)]) == 0
     out = capsys.readouterr().out
     assert "accuracy:" in out
