@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from actors.engine.config import ConfigError, RuntimeConfig, load_config
     from actors.errors import (
+        CorruptProfileError,
         InvalidIdentifierError,
         InvalidRouteIdError,
         InvalidStateError,
@@ -80,6 +81,7 @@ _EXPORTS: Final[dict[str, str]] = {
     "StaleOrdinalError": "actors.errors",
     "NoEligibleCandidateError": "actors.errors",
     "StoreUnavailableError": "actors.errors",
+    "CorruptProfileError": "actors.errors",
     "InvalidIdentifierError": "actors.errors",
     "InvalidRouteIdError": "actors.errors",
 }
@@ -115,6 +117,7 @@ __all__ = [  # noqa: RUF022 - grouped by what an orchestrator reaches for first
     "StaleOrdinalError",
     "NoEligibleCandidateError",
     "StoreUnavailableError",
+    "CorruptProfileError",
     "InvalidIdentifierError",
     "InvalidRouteIdError",
     "__version__",

@@ -1,6 +1,6 @@
 """Coalescing route calls into one Ray call per host.
 
-A Ray call costs ~1 ms and ~1.2 ms of CPU across caller and host (DESIGN.md §5a), so one
+A Ray call costs ~1 ms and ~1.2 ms of CPU across caller and host (docs/DESIGN.md §5a), so one
 call per report tops out near 1.4k reports/s whatever Redis does. A `HostBatcher` sits in
 the calling process, one per host and event loop: a call is queued, and a sender takes
 everything queued when it runs (at most `max_batch` items) as ONE `run_batch` call. With

@@ -28,7 +28,7 @@ reads the pending schedules of the routes in its index set and arms them, so ove
 fire at once; with a dispatcher it then reconciles the pending dispatches
 (`actors.jobs.dispatch.reconcile`); then it freezes the GC generations (`gc.freeze()`) so
 long-lived route state stays out of full collections, which are the tail of timer
-lateness (DESIGN.md §5a).
+lateness (docs/DESIGN.md §5a).
 Calls wait for rehydration to finish.
 
 Declared as a plain class; the runtime wraps it with `ray.remote(max_restarts=-1,

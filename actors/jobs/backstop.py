@@ -1,4 +1,4 @@
-"""The durable backstop job (DESIGN.md §3 "Timers"); actors/jobs/backstop_arming.py arms it.
+"""The durable backstop job (docs/DESIGN.md §3 "Timers"); actors/jobs/backstop_arming.py arms it.
 
 The job, `run_backstop(prefix, host_id, second, dispatcher)`: reads the schedules of the
 host's routes (its index set `keys.host_routes(host)` against the schedules zset) up to

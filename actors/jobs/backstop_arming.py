@@ -1,4 +1,4 @@
-"""The durable backstop of route timers: coalesced rq delayed jobs (DESIGN.md §3 "Timers").
+"""The durable backstop of route timers: coalesced rq delayed jobs (docs/DESIGN.md §3 "Timers").
 
 A route host arms a precise in-process timer per waiting route (actors/engine/timers.py); a
 dead or wedged host fires none. The backstop is an rq delayed job on the runtime's dispatch

@@ -1,7 +1,7 @@
 """Dispatch of due retries through rq, with a ledger that makes each dispatch happen once.
 
 A route that enters `retrying` gets one dispatch for its attempt (route, generation,
-attempt ordinal) (CONTRACTS.md, Routes). `enqueue_dispatch` writes the attempt's ledger
+attempt ordinal) (docs/CONTRACTS.md, Routes). `enqueue_dispatch` writes the attempt's ledger
 as `queued` and enqueues an rq job with a deterministic id. The job, `run_dispatch`,
 runs in an rq worker (JSON serializer, its own process): it fences on the route (still
 `retrying` at that generation and ordinal, else it does nothing), writes the ledger

@@ -9,7 +9,7 @@ nothing:
   inside it), or the dispatcher cannot even be loaded (a configuration error would only
   repeat): the route goes to `action_required` with a reason.
 - `reevaluate_not_dispatched`: the dispatcher raised `NotDispatched`, so nothing was
-  sent, and the attempt goes back to the policy (CONTRACTS.md, Routes) as a failure
+  sent, and the attempt goes back to the policy (docs/CONTRACTS.md, Routes) as a failure
   reported before any partial result — a turn with no output, no thoughts, no tool
   call, delivery known not to have happened: effect-safe. It goes through the same
   planner a report does (`plan` with a ReportFailure, i.e. `failure_transition`), so

@@ -1,5 +1,5 @@
 """The dispatcher contract: what the runtime calls to hand a due retry back to the
-orchestrator, and how the orchestrator says nothing was sent (CONTRACTS.md, Dispatcher).
+orchestrator, and how the orchestrator says nothing was sent (docs/CONTRACTS.md, Routes).
 
 A dispatcher is any callable at a `module:attribute` path, called inside an rq job as
 `dispatcher(route_id, generation, ordinal, candidate_id, reason, identity)`; it may return
@@ -16,13 +16,13 @@ from actors.errors import RecoveryError
 from actors.keys import AttemptFence
 
 
-class NotDispatched(RecoveryError):  # noqa: N818 - the name CONTRACTS.md gives dispatchers
+class NotDispatched(RecoveryError):  # noqa: N818 - the name docs/CONTRACTS.md gives dispatchers
     """Raised by a dispatcher when it sent nothing: the attempt can be re-evaluated."""
 
 
 @dataclass(frozen=True, slots=True)
 class ReplayIdentity:
-    """What identifies the turn to replay (CONTRACTS.md, Routes). `prompt_ref` is the
+    """What identifies the turn to replay (docs/CONTRACTS.md, Routes). `prompt_ref` is the
     route's invocation id; `provider_session_id` the agent's own session id the route
     recorded for its current candidate (None: no provider-native resume)."""
 
@@ -62,7 +62,7 @@ class Dispatcher(Protocol):
     `NotDispatched` when it sent nothing (the attempt goes back to the policy); any other
     exception makes the outcome ambiguous and the route `action_required`."""
 
-    def __call__(  # noqa: PLR0917 - the dispatcher's arguments, as CONTRACTS.md gives them
+    def __call__(  # noqa: PLR0917 - the dispatcher's arguments, as docs/CONTRACTS.md gives them
         self,
         route_id: str,
         generation: int,

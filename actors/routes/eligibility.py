@@ -1,4 +1,4 @@
-"""Circuits as an eligibility input of route decisions (DESIGN.md §3; issue 5): which
+"""Circuits as an eligibility input of route decisions (docs/DESIGN.md §3; issue 5): which
 candidate a skip or a start runs on, and how long a failure decision may park on an open
 circuit. Pure, like actors/routes/circuit_board.py: the circuits are the round's CircuitBoard.
 

@@ -1,6 +1,6 @@
 """A failure report becomes one decision, and the decision one transition.
 
-Order (DESIGN.md §2, §4; the seed's Per-class policy): classify the evidence with the
+Order (docs/DESIGN.md §2, §4; the seed's Per-class policy): classify the evidence with the
 context's time (catalogue.classify) -> assess the turn's effect safety (policy.gate) ->
 evaluate the current candidate's policy document with this cycle's usage
 (policy.evaluate_in_cycle). The decision, the classification it was based on and the

@@ -51,7 +51,7 @@ AttemptDecision = Literal[
     "wait_for_reset",
     "skip",
     "stop",
-    # the runtime's own steps and the manual actions (CONTRACTS.md, Routes)
+    # the runtime's own steps and the manual actions (docs/CONTRACTS.md, Routes)
     "start",
     "deadline_reached",
     "success",

@@ -2,7 +2,7 @@
 
 A dynamic profile (policy.DynamicProfile) is an ordered list of candidates, each with its
 own v1 policy document. A concrete profile is one agent under a built-in policy (the
-interactive one: CONTRACTS.md, `recovery policy evaluate`), run by the same evaluator.
+interactive one: docs/CONTRACTS.md, `recovery policy evaluate`), run by the same evaluator.
 Both are stored as JSON in the route itself, so a restarted host reads the same profile,
 and an edit is a write of the route (it affects the next decision only).
 """

@@ -20,7 +20,7 @@ def release_key(prefix: str) -> str:
     return f"{prefix}:fake:release"
 
 
-def hold(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
+def hold(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.md, Routes)
     route_id: str,
     generation: int,
     ordinal: int,

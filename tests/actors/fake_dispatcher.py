@@ -24,7 +24,7 @@ def calls_key(prefix: str) -> str:
 Dispatcher = Callable[[str, int, int, str | None, str | None, ReplayIdentity], None]
 
 
-def record_call(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
+def record_call(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.md, Routes)
     route_id: str,
     generation: int,
     ordinal: int,
@@ -47,7 +47,7 @@ def record_call(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Rout
 def _dispatcher(failure: Callable[[], Exception] | None) -> Dispatcher:
     """A dispatcher that records its call, then raises `failure()` if one is given."""
 
-    def dispatch(  # noqa: PLR0917 - the dispatcher signature (CONTRACTS.md, Routes)
+    def dispatch(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.md, Routes)
         route_id: str,
         generation: int,
         ordinal: int,

@@ -1,4 +1,4 @@
-"""`recovery classify` / `explain` / `corpus` keep the CONTRACTS.md JSON contract."""
+"""`recovery classify` / `explain` / `corpus` keep the docs/CONTRACTS.md JSON contract."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`recovery policy …` and `recovery explain --policy` keep the CONTRACTS.md JSON shapes."""
+"""`recovery policy …` and `recovery explain --policy` keep the docs/CONTRACTS.md JSON shapes."""
 
 from __future__ import annotations
 

@@ -187,7 +187,7 @@ def test_failures_of_one_round_open_the_circuit_for_the_routes_planned_after_the
     routes = [started(f"route-{n}") for n in range(4)]
     circuits = board(routes[0], CircuitState())
     decided = [report(route, T0, circuits) for route in routes]
-    # three transient failures from two routes open it (DESIGN.md §3): the third on
+    # three transient failures from two routes open it (docs/DESIGN.md §3): the third on
     assert [d.reason == REASON_PARKED for d in decided] == [False, False, True, True]
     assert len(circuits.failures[provider_key(routes[0]).resource_id]) == 4
 
