@@ -7,6 +7,7 @@ models themselves still refuse anything out of bounds when built directly in Pyt
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Any, Final, Literal, Self
 
@@ -49,7 +50,14 @@ def _enabled_branch(bounds: dict[str, tuple[int, int]]) -> dict[str, Any]:
 
 
 def _zero_numbers_when_disabled(data: Any, names: tuple[str, ...]) -> Any:
+    """A disabled section stores zeros; what it was given must still be a whole number
+    >= 0, as parse_document requires, so both accept exactly the same documents."""
     if isinstance(data, dict) and data.get("enabled") is False:
+        for name in names:
+            value = data.get(name, 0)
+            whole = isinstance(value, int | float) and not isinstance(value, bool)
+            if not whole or not math.isfinite(value) or value < 0 or value != int(value):
+                raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
         return {**data, **dict.fromkeys(names, 0)}
     return data
 

@@ -153,8 +153,6 @@ def _reset_wait(
         return None, ""
     if used:
         return None, "the reset wait for this class was already used in this cycle"
-    if offset < 0 or (offset == 0 and not limits.reset_due_now_counts):
-        return None, "the reset hint is not in the future, so it is ignored"
     if offset > wait.max_wait_seconds:
         return None, (
             f"the reset in {format_duration(offset)} is beyond the "
@@ -163,7 +161,10 @@ def _reset_wait(
     if failure.reset_at is not None and (failure.reset_at - now).total_seconds() == offset:
         deadline = failure.reset_at.astimezone(UTC)
     else:
-        deadline = _after(now, offset)
+        deadline = _after(now, max(offset, 0.0))
+    # Judged on the deadline, not the offset: a hint shorter than a microsecond is now.
+    if offset < 0 or (deadline <= now and not limits.reset_due_now_counts):
+        return None, "the reset hint is not in the future, so it is ignored"
     note = (
         f"wait for the trusted reset at {utc_iso(deadline)}, {format_duration(offset)} away "
         f"(at most {format_duration(wait.max_wait_seconds)}), once this cycle"

@@ -179,3 +179,28 @@ def test_a_reset_wait_is_used_at_most_once_per_candidate_and_class_in_a_cycle(
     for (name, error_class), count in retries.items():
         policy = policies[int(name[1:])].for_class(error_class)
         assert count <= policy.retry.max_retries
+
+
+def test_a_reset_hint_shorter_than_a_microsecond_is_not_a_wait_in_the_future() -> None:
+    """Found by the property above: 2.2e-311 s rounds to a deadline equal to now."""
+    policy = PolicyDocument.model_validate(
+        {
+            "version": 1,
+            "transient": {
+                "retry": {"enabled": False},
+                "wait_for_reset": {"enabled": True, "max_wait_seconds": 1},
+                "on_exhausted": "skip",
+            },
+            "hard": {
+                "retry": {"enabled": False},
+                "wait_for_reset": {"enabled": False},
+                "on_exhausted": "skip",
+            },
+        }
+    )
+    tiny = Failure(
+        code="agent_transport_lost", error_class=ErrorClass.TRANSIENT,
+        confidence=Confidence.HIGH, retry_after_s=2.225073858507e-311,
+    )  # fmt: skip
+    decision = evaluate(policy, tiny, now=NOW, safety=EffectSafety.safe())
+    assert not isinstance(decision, WaitForReset), decision

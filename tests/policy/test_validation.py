@@ -319,3 +319,14 @@ def test_models_refuse_out_of_bounds_values_when_built_directly() -> None:
         WaitForResetPolicy(enabled=True, max_wait_seconds=0)
     with pytest.raises(ValidationError, match="used twice"):
         DynamicProfile.model_validate({"candidates": [candidate("a"), candidate("a")]})
+
+
+@pytest.mark.parametrize("value", [-1, -0.5, 1.5, float("inf"), float("nan"), "3", True])
+def test_a_disabled_section_with_a_number_the_validator_refuses_is_refused_by_the_model_too(
+    value: Any,
+) -> None:
+    """Found by the property above: a disabled retry with initial_interval_seconds -1 was
+    zeroed by the model and refused by parse_document."""
+    section = {"enabled": False, "max_retries": 0, "initial_interval_seconds": value}
+    with pytest.raises(ValidationError, match="initial_interval_seconds"):
+        RetryPolicy.model_validate(section)
