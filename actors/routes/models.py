@@ -7,7 +7,7 @@ are pydantic models, frozen, extra=forbid. Times are aware datetimes normalised 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Final, Literal, Self, get_args
+from typing import Annotated, Any, Final, Literal, Self, get_args
 
 from pydantic import (
     AfterValidator,
@@ -15,7 +15,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    JsonValue,
     StringConstraints,
     model_validator,
 )
@@ -25,6 +24,12 @@ from catalogue.codes import ErrorClass
 from policy.cycle import CycleUsage
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+Document = Any
+"""A JSON document a route carries (its profile, a policy snapshot): what the codec decoded
+from its stored text or what a model dumped. The route models hold it as it is; its
+content is validated by its own parser when it is used (actors/routes/profiles.py,
+policy), so one bad document never makes the whole route unreadable."""
 
 RouteState = Literal[
     "none",  # never written (or expired): generation 0
@@ -160,9 +165,9 @@ class RouteFields(BaseModel):
     provider_session_id: Label | None = None
     circuit: ResourceId | None = None
     probe_token: Label | None = None
-    policy_snapshot: JsonValue = None
+    policy_snapshot: Document = None
     cycle: CycleRecord = CycleRecord()
-    profile: JsonValue = None
+    profile: Document = None
 
 
 class RouteUpdate(RouteFields):
@@ -231,7 +236,7 @@ class AttemptRecord(BaseModel):
     error_class: ErrorClass | None = None
     rule: Label | None = None
     catalogue_version: Label | None = None
-    policy_snapshot: JsonValue = None
+    policy_snapshot: Document = None
     decision: AttemptDecision
     deadline: UtcDatetime | None = None
     reason: Text | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from actors.errors import InvalidStateError, StaleGenerationError
 from actors.routes.circuit_board import REASON_PARKED
@@ -29,8 +29,6 @@ from actors.routes.models import (
 )
 from actors.routes.profiles import RouteProfile
 from policy import CycleUsage
-
-ModelT = TypeVar("ModelT", RouteUpdate, AttemptRecord)
 
 MAX_TEXT: Final = 4096
 
@@ -54,7 +52,6 @@ FAILURE_CLEARED: Final[dict[str, Any]] = {
 _ROUTE_FIELDS: Final = tuple(RouteFields.model_fields)
 # Route fields holding JSON values only ever produced by a model's JSON dump, or read
 # back from a validated snapshot: validating them again (deeply) is most of a plan's cost.
-_DOCUMENTS: Final = ("policy_snapshot", "profile")
 
 
 def require(snapshot: RouteSnapshot, expected_generation: int, allowed: Iterable[str]) -> None:
@@ -78,24 +75,11 @@ def updated(snapshot: RouteSnapshot, **changes: Any) -> RouteUpdate:
     """The route as `snapshot` has it, with `changes`. The schedule (deadline and pending
     outcome) is dropped unless `changes` sets it again: only a waiting route has one.
     So are the circuit it is parked on or probes and the probe's token: only the steps
-    that park or probe (actors/routes/circuit_board.py) set them.
-
-    Every field is validated but the JSON documents (_DOCUMENTS), which are set as they
-    are: they come from the snapshot (already validated) or from our own model dumps."""
+    that park or probe (actors/routes/circuit_board.py) set them."""
     values = {name: getattr(snapshot, name) for name in _ROUTE_FIELDS}
     values.update(deadline=None, pending_outcome=None, circuit=None, probe_token=None)
     values.update(changes)
-    documents = {name: values.pop(name) for name in _DOCUMENTS}
-    return _with_documents(RouteUpdate.model_validate(values), documents)
-
-
-def _with_documents(model: ModelT, documents: dict[str, Any]) -> ModelT:
-    """`model`, just validated without its JSON documents, with them set as they are (as
-    model_copy(update=...) would set them, without its copy: nothing else holds `model`
-    yet)."""
-    model.__dict__.update(documents)
-    model.__pydantic_fields_set__.update(documents)
-    return model
+    return RouteUpdate.model_validate(values)
 
 
 def expiry(route: RouteUpdate, context: RouteContext) -> int | None:
@@ -139,14 +123,13 @@ def step(
             error_class=route.error_class,
             rule=route.rule,
             catalogue_version=route.catalogue_version,
-            policy_snapshot=None,
+            policy_snapshot=route.policy_snapshot,
             decision=decision,
             deadline=route.deadline,
             reason=route.reason,
             safe_excerpt=clip(safe_excerpt) if safe_excerpt else None,
             at=context.now,
         )
-        attempt = _with_documents(attempt, {"policy_snapshot": route.policy_snapshot})
     return Transition(
         route_id=snapshot.route_id,
         expected_generation=snapshot.generation,

@@ -117,12 +117,11 @@ def decode_route(route_id: str, raw: Mapping[str, str]) -> RouteSnapshot:
 
 def applied_snapshot(transition: Transition, at: datetime) -> RouteSnapshot:
     """The snapshot a transition wrote, exactly as a read would return it."""
-    return RouteSnapshot.model_construct(
-        route_id=transition.route_id,
-        generation=transition.generation,
-        updated_at=at,
-        **transition.route.__dict__,  # the fields' values (what dict(model) iterates)
-    )
+    values = {name: getattr(transition.route, name) for name in _ROUTE_FIELDS}
+    return RouteSnapshot.model_validate(
+        {**values, "route_id": transition.route_id, "generation": transition.generation,
+         "updated_at": at}
+    )  # fmt: skip
 
 
 def decode_attempt(text: str) -> AttemptRecord:
