@@ -5,10 +5,8 @@ Redis under this path.
 """
 
 from actors.jobs.backstop import (
-    JOB_STORE_CONNECTIONS,
     READ_BATCH,
     BackstopReport,
-    connection_url,
     fire_backstop,
     host_schedules,
     run_backstop,
@@ -28,13 +26,13 @@ from actors.jobs.backstop_arming import (
     backstop_job_id,
     backstop_second,
 )
+from actors.store.pool import connection_url
 
 __all__ = [
     "DEFAULT_GRACE_S",
     "DRAIN_TIMEOUT_S",
     "FAILURE_TTL_S",
     "JOB_FUNCTION",
-    "JOB_STORE_CONNECTIONS",
     "JOB_TIMEOUT_S",
     "MARKER_SLACK_S",
     "MEMO_PRUNE_EVERY_S",

@@ -13,6 +13,7 @@ Layout (`<p>` = prefix):
     <p>:schedules                            zset    route id -> deadline (epoch seconds)
     <p>:events                               stream  route transitions (MAXLEN ~)
     <p>:host:<host>:routes                   set     route ids a route host owns
+    <p>:host:<host>:wakes                    stream  waits a job wrote for the host's routes
     <p>:dispatch:<route>:<generation>:<ord>  hash    dispatch ledger for one retry
     <p>:backstop:<host>:<second>             string  marker: that second's backstop job is armed
     <p>:circuit:<resource>                   hash    one circuit's state (resource = 32 hex)
@@ -123,6 +124,10 @@ class KeySpace:
 
     def host_routes(self, host_id: str) -> str:
         return f"{self.prefix}:host:{valid_host_id(host_id)}:routes"
+
+    def host_wakes(self, host_id: str) -> str:
+        """The waits written for a host's routes by someone else (a job), for its timers."""
+        return f"{self.prefix}:host:{valid_host_id(host_id)}:wakes"
 
     def dispatch(self, fence: AttemptFence) -> str:
         """The dispatch ledger of one attempt."""

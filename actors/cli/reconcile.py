@@ -19,15 +19,18 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import redis
 
 from actors.cli.common import CliError
+from actors.engine.config import load_config
 from actors.errors import RecoveryError
 from actors.jobs.queue import default_queue_name, dispatch_queue
 from actors.jobs.reconcile import reconcile
+from actors.jobs.worker_engine import WorkerEngine
 from actors.keys import DEFAULT_PREFIX, KeySpace
 
 EXIT_ERROR: Final = 2
@@ -85,9 +88,14 @@ def reconcile_line(args: argparse.Namespace, now: datetime) -> str:
     connection = redis.Redis.from_url(
         url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S
     )
+    # The installation's settings, as its hosts write with them (RECOVERY_* and its TOML).
+    settings = replace(load_config(None, os.environ).engine_settings(), key_prefix=keys.prefix)
+    engine = WorkerEngine(url, settings)
     try:
-        report = reconcile(dispatch_queue(connection, queue_name), keys, dispatcher, now=now)
+        queue = dispatch_queue(connection, queue_name)
+        report = reconcile(queue, keys, dispatcher, now=now, engine=engine)
     finally:
+        engine.close()
         connection.close()
     routes = {"requeued": report.requeued, "ambiguous": report.ambiguous, "left": report.left}
     summary: dict[str, Any] = {"prefix": keys.prefix, "queue": queue_name}

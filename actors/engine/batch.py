@@ -20,13 +20,14 @@ rejection: when another writer won, the item is the route as it now is.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import Final
 
-from actors.engine.circuit_effects import CircuitEffects
+from actors.engine.circuit_effects import CircuitEffects, Release
 from actors.errors import (
     InvalidRouteIdError,
     RecoveryError,
@@ -40,6 +41,10 @@ from actors.routes.models import RouteSnapshot, Transition
 from actors.routes.plan import plan
 from actors.store.route_store import RouteStore
 from catalogue import Classification, Evidence, classify
+
+RELEASE_BATCH: Final = 500
+
+log = logging.getLogger(__name__)
 
 Outcome = RouteSnapshot | Exception
 """One item of a batch: the route's snapshot once the command took effect, or its error."""
@@ -159,14 +164,41 @@ class BatchRunner:
                 outcomes[index] = error
             else:
                 valid.append(index)
+        releases: list[Release] = []
         for round_indexes in rounds([items[i] for i in valid]):
             indexes = [valid[i] for i in round_indexes]
-            results = await self._run_round([items[i] for i in indexes])
+            results, released = await self._run_round([items[i] for i in indexes])
+            releases += released
             for index, result in zip(indexes, results, strict=True):
                 outcomes[index] = result
+        await self._release(releases)
         return [outcome for outcome in outcomes if outcome is not None]
 
-    async def _run_round(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
+    async def _release(self, releases: Sequence[Release]) -> None:
+        """A probe success closed circuits: their parked routes get their wave slots, as
+        commands of their own batch (their locks, their fences), once the round that closed
+        them holds no lock any more."""
+        if self.circuits is None:
+            return
+        for release in releases:
+            try:
+                commands = await self.circuits.release_commands(release)
+            except RecoveryError as error:  # a parked route re-checks its circuit anyway
+                log.warning("release of circuit %s not planned: %s", release[0], error)
+                continue
+            for start in range(0, len(commands), RELEASE_BATCH):
+                chunk = commands[start : start + RELEASE_BATCH]
+                outcomes = await self.run(chunk)
+                moved = [  # the routes given their slot (not those that had moved on)
+                    outcome
+                    for outcome, (_, command) in zip(outcomes, chunk, strict=True)
+                    if isinstance(outcome, RouteSnapshot) and outcome.deadline == command.at
+                ]
+                self.circuits.released(moved)
+
+    async def _run_round(
+        self, items: Sequence[tuple[str, RouteCommand]]
+    ) -> tuple[list[Outcome], list[Release]]:
         route_ids = [route_id for route_id, _ in items]
         async with self.locks.hold_all(route_ids):
             context = replace(self._context(), classifier=RoundClassifier())
@@ -174,15 +206,16 @@ class BatchRunner:
                 snapshots = await self.store.snapshots(route_ids)
                 board = await self._board(items, snapshots, context)
             except RecoveryError as error:
-                return [error] * len(items)
+                return [error] * len(items), []
             context = replace(context, circuits=board)
             outcomes, planned = self._plan(items, snapshots, context)
             await self._apply(planned, outcomes)
             await self._complete_switches(outcomes)
             await self._settle_timers(items, outcomes)
+            releases: list[Release] = []
             if self.circuits is not None and board is not None:
-                await self.circuits.settle(board, items, snapshots, outcomes, context)
-        return outcomes
+                releases = await self.circuits.settle(board, items, snapshots, outcomes, context)
+        return outcomes, releases
 
     async def _board(
         self,

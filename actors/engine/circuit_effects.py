@@ -22,9 +22,10 @@ After the round's transitions are applied (`settle`), in this order:
    skipped when the pure machine says they change nothing (an open circuit);
 3. parking: the routes left waiting on a circuit join its parked set (one script per
    circuit); routes that left their wait leave it (one pipeline);
-4. release: after a probe success, each route of the release plan gets its wave slot as
-   its deadline by a fenced transition (one apply_many), and `on_released` sees them
-   (a route host arms their timers).
+4. release: after a probe success, the release plan is handed back to the batch runner,
+   which gives each parked route its wave slot as its deadline with a ReleaseParked
+   command of its own batch (their locks, their fences) once the round holds no lock;
+   `on_released` then sees them (a route host arms their timers).
 
 Crash windows (the process dies between the route write and these effects): a failure
 not counted leaves the circuit under-counted (the next reports count); a parked route
@@ -41,15 +42,12 @@ item's error: the route transitions it follows are already durable.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Final, Protocol
+from typing import Protocol
 
 from actors.errors import CorruptProfileError, RecoveryError
 from actors.routes.circuit_board import (
-    DEFAULT_INSTALLATION_KEY,
-    DEFAULT_PROBE_TTL_S,
     CircuitBinding,
     CircuitBoard,
     candidate_key,
@@ -61,20 +59,20 @@ from actors.routes.commands import (
     ReportFailure,
     ReportSuccess,
     RetryNow,
+    ReturnUnsent,
     RouteCommand,
     RouteContext,
+    SettleDispatch,
     SkipNow,
     Start,
     StartFresh,
 )
 from actors.routes.eligibility import candidate_resources
-from actors.routes.models import WAITING_STATES, RouteSnapshot, Transition, attempt_due
-from actors.routes.plan import plan
+from actors.routes.models import WAITING_STATES, RouteSnapshot, attempt_due
 from actors.routes.profiles import RouteProfile, profile_from_json
 from actors.store.circuit_store import CircuitStore
 from actors.store.route_store import RouteStore
 from circuits import (
-    CircuitSettings,
     CircuitState,
     CircuitStatus,
     DenialReason,
@@ -85,32 +83,13 @@ from circuits import (
     machine,
 )
 
-RELEASE_BATCH: Final = 500
-INSTALLATION_KEY_ENV: Final = "RECOVERY_INSTALLATION_KEY"
-
 log = logging.getLogger(__name__)
 
 Outcome = RouteSnapshot | Exception
 Items = Sequence[tuple[str, RouteCommand]]
+Release = tuple[str, ReleasePlan]
+"""A closed circuit's resource id and the release plan of its parked routes."""
 _Choosable = dict[tuple[int, frozenset[str]], tuple[RouteProfile, dict[str, ResourceKey]]]
-
-
-def circuit_binding(
-    installation_key: str | None = None,
-    *,
-    settings: CircuitSettings | None = None,
-    probe_ttl_s: float = DEFAULT_PROBE_TTL_S,
-) -> CircuitBinding:
-    """The binding of this installation: the HMAC key of credential fingerprints is
-    `installation_key`, else $RECOVERY_INSTALLATION_KEY, else a fixed default (every
-    process of one installation must use the same key, or they see different circuits);
-    the circuits' `settings` (the defaults of docs/DESIGN.md §3 when None) and probe TTL."""
-    key = installation_key or os.environ.get(INSTALLATION_KEY_ENV)
-    return CircuitBinding(
-        installation_key=key.encode() if key else DEFAULT_INSTALLATION_KEY,
-        settings=settings or CircuitSettings(),
-        probe_ttl_s=probe_ttl_s,
-    )
 
 
 class CircuitObserver(Protocol):
@@ -148,7 +127,9 @@ class CircuitEffects:
         wanted: dict[str, ResourceKey] = {}
         choosing: _Choosable = {}
         for (_, command), snapshot in zip(items, snapshots, strict=True):
-            meets = isinstance(command, ReportFailure | ReportSuccess | FireDue | RetryNow)
+            meets = isinstance(
+                command, ReportFailure | ReportSuccess | FireDue | RetryNow | ReturnUnsent
+            )
             if meets or snapshot.circuit or snapshot.probe_token:
                 key = candidate_key(snapshot, self.binding)
                 if key is not None:
@@ -169,7 +150,7 @@ class CircuitEffects:
         excluded: frozenset[str] = frozenset()
         if isinstance(command, Start | StartFresh) and command.profile is not None:
             profile: RouteProfile = command.profile
-        elif isinstance(command, ReportFailure | SkipNow | StartFresh):
+        elif isinstance(command, ReportFailure | ReturnUnsent | SkipNow | StartFresh):
             try:
                 profile = profile_from_json(snapshot.route_id, snapshot.profile)
             except CorruptProfileError:
@@ -212,6 +193,25 @@ class CircuitEffects:
                 board.denials[park.circuit] = result
             self._observe_probe("granted" if isinstance(result, ProbeGrant) else "denied")
 
+    async def abandon_unsent(self, snapshot: RouteSnapshot, now: datetime) -> None:
+        """The route's attempt held its circuit's probe lease and was never sent: end the
+        lease now, before the attempt is re-planned, so the next caller can probe (else it
+        would wait out the TTL with no probe running). A Redis error is logged: the lease
+        still ends at its TTL."""
+        if snapshot.probe_token is None or snapshot.circuit is None:
+            return
+        key = candidate_key(snapshot, self.binding)
+        resources = dict(covering(key)) if key is not None else {}
+        resource = resources.get(snapshot.circuit)
+        if resource is None:
+            return
+        try:
+            await self.circuits.abandon_probe(resource, snapshot.probe_token, now)
+        except RecoveryError as error:
+            log.warning("probe lease of route %s not abandoned: %s", snapshot.route_id, error)
+            return
+        self._observe_probe("abandoned")
+
     # -- after the transitions are durable --------------------------------------------
 
     async def settle(
@@ -221,24 +221,35 @@ class CircuitEffects:
         before: Sequence[RouteSnapshot],
         outcomes: Sequence[Outcome],
         context: RouteContext,
-    ) -> None:
-        """Write the round's circuit side effects (module docstring); never raises."""
+    ) -> list[Release]:
+        """Write the round's circuit side effects (module docstring); never raises. The
+        releases its probe successes planned, for the batch runner to apply once the
+        round's route locks are free (a released route may be one of the round's)."""
         route_ids = [route_id for route_id, _ in items]
         after = {
             route_id: outcome
             for route_id, outcome, old in zip(route_ids, outcomes, before, strict=True)
             if isinstance(outcome, RouteSnapshot) and outcome is not old
         }
-        steps = (
-            self._report_probes(board, before, after, context),
+        kept = {
+            route_id
+            for route_id, command in items
+            if isinstance(command, SettleDispatch) and command.keep_probe_lease
+        }
+        releases: list[Release] = []
+        try:
+            releases = await self._report_probes(board, before, after, context, kept)
+        except RecoveryError as error:  # the route transitions are durable already
+            log.warning("probe verdicts of a route round not written: %s", error)
+        for effect in (
             self._record(board, after, context.now),
             self._park(board, before, after, context.now),
-        )
-        for effect in steps:
+        ):
             try:
                 await effect
-            except RecoveryError as error:  # the route transitions are durable already
+            except RecoveryError as error:
                 log.warning("circuit side effects of a route round not written: %s", error)
+        return releases
 
     async def _report_probes(
         self,
@@ -246,41 +257,49 @@ class CircuitEffects:
         before: Sequence[RouteSnapshot],
         after: dict[str, RouteSnapshot],
         context: RouteContext,
-    ) -> None:
+        kept: set[str],
+    ) -> list[Release]:
+        """Each probe the round ended reports its verdict (or gives its lease up), but
+        those in `kept`, whose lease runs to its TTL; the releases of the closes."""
+        releases: list[Release] = []
         for old in before:
             new = after.get(old.route_id)
             if old.probe_token is None or old.circuit is None or new is None:
+                continue
+            if old.route_id in kept:
                 continue
             if new.probe_token == old.probe_token:
                 continue
             resource = board.resource(old.circuit)
             if resource is not None:
-                await self._report(board, old, resource, context)
+                release = await self._report(board, old, resource, context)
+                if release is not None:
+                    releases.append((resource.resource_id, release))
         for route_id, (circuit, grant) in board.grants.items():
             taken = after.get(route_id)
             resource = board.resource(circuit)
             if resource is not None and (taken is None or taken.probe_token != grant.owner_token):
                 await self.circuits.abandon_probe(resource, grant.owner_token, context.now)
                 self._observe_probe("abandoned")
+        return releases
 
     async def _report(
         self, board: CircuitBoard, old: RouteSnapshot, resource: ResourceKey, context: RouteContext
-    ) -> None:
+    ) -> ReleasePlan | None:
         assert old.probe_token is not None  # checked by the caller
         verdict, reset = board.verdicts.get(old.route_id, (None, None))
         now = context.now
         if verdict is None:
             await self.circuits.abandon_probe(resource, old.probe_token, now)
             self._observe_probe("abandoned")
-            return
+            return None
         outcome = await self.circuits.report_probe(
             resource, old.probe_token, verdict, now, reset_at=reset
         )
         self._observe_probe("succeeded" if verdict else "failed")
         if outcome.accepted:
             self._observe_change(outcome.view.status)
-        if outcome.release is not None:
-            await self._release(resource.resource_id, outcome.release, context)
+        return outcome.release
 
     async def _record(
         self, board: CircuitBoard, after: dict[str, RouteSnapshot], now: datetime
@@ -329,27 +348,27 @@ class CircuitEffects:
                     self.observer.parked(resource.label, parked.parked_count)
         await self.circuits.unpark_many(leaving)
 
-    async def _release(self, circuit: str, release: ReleasePlan, context: RouteContext) -> None:
-        """Every route of the plan gets its wave slot as its deadline (fenced)."""
-        slots = release.slots
-        released: list[RouteSnapshot] = []
-        for start in range(0, len(slots), RELEASE_BATCH):
-            chunk = slots[start : start + RELEASE_BATCH]
-            snapshots = await self.routes.snapshots([slot.route_id for slot in chunk])
-            planned: list[Transition] = []
-            for slot, snapshot in zip(chunk, snapshots, strict=True):
-                command = ReleaseParked(
-                    snapshot.generation, snapshot.attempt_ordinal, circuit, slot.release_at
-                )
-                transition = plan(snapshot, command, context)
-                if transition is not None:
-                    planned.append(transition)
-            outcomes = await self.routes.apply_many(planned)
-            released += [o for o in outcomes if isinstance(o, RouteSnapshot)]
+    async def release_commands(self, release: Release) -> list[tuple[str, ReleaseParked]]:
+        """A release plan as route commands: each parked route gets its wave slot as its
+        deadline, fenced on the attempt it waits with now (read here; the runner re-reads
+        under the route's lock, and a route that moved on meanwhile is left alone)."""
+        circuit, plan_ = release
+        slots = plan_.slots
+        snapshots = await self.routes.snapshots([slot.route_id for slot in slots])
+        return [
+            (
+                slot.route_id,
+                ReleaseParked(s.generation, s.attempt_ordinal, circuit, slot.release_at),
+            )
+            for slot, s in zip(slots, snapshots, strict=True)
+        ]
+
+    def released(self, snapshots: Sequence[RouteSnapshot]) -> None:
+        """The routes a release moved (metrics; a route host arms their timers)."""
         if self.observer is not None:
-            self.observer.released(len(released))
-        if self.on_released is not None and released:
-            self.on_released(released)
+            self.observer.released(len(snapshots))
+        if self.on_released is not None and snapshots:
+            self.on_released(snapshots)
 
     def _observe_probe(self, outcome: str) -> None:
         if self.observer is not None:

@@ -62,6 +62,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from actors.engine.settings import EngineSettings
 from actors.errors import RecoveryError
 from actors.keys import DEFAULT_PREFIX, PREFIX_PATTERN, KeySpace
 from actors.routes.circuit_board import DEFAULT_PROBE_TTL_S
@@ -225,6 +226,16 @@ class RuntimeConfig(BaseModel):
     circuit_initial_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.initial_backoff_s
     circuit_max_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.max_backoff_s
     circuit_probe_ttl_s: PositiveSeconds = DEFAULT_PROBE_TTL_S
+
+    def engine_settings(self) -> EngineSettings:
+        """The one settings value every writer of this installation uses."""
+        return EngineSettings(
+            key_prefix=self.key_prefix, closed_ttl_s=self.closed_ttl_s,
+            utility_ttl_s=self.utility_ttl_s, events_maxlen=self.events_maxlen,
+            circuit_settings=self.circuit_settings(), probe_ttl_s=self.circuit_probe_ttl_s,
+            installation_key=self.installation_key, dispatcher=self.dispatcher,
+            queue_name=self.queue,
+        )  # fmt: skip
 
     def circuit_settings(self) -> CircuitSettings:
         """The circuits' thresholds and timings (checked together when loaded)."""

@@ -70,11 +70,14 @@ class RouteService:
         settings: RouteSettings | None = None,
         on_applied: Callable[[RouteSnapshot], None] | None = None,
         circuits: CircuitEffects | None = None,
+        locks: RouteLocks | None = None,
     ) -> None:
+        """`locks`: shared with other services writing the same routes in this process
+        (a worker's services per host), so each route's transitions stay serial."""
         self.store = store
         self.settings = settings or RouteSettings()
         self._clock = clock
-        self.locks = RouteLocks()
+        self.locks = locks or RouteLocks()
         self.circuits = circuits
         self._runner = BatchRunner(store, self.locks, self._context, on_applied, circuits)
 

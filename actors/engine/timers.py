@@ -93,6 +93,14 @@ class RouteTimers:
         elif current is not None:
             self.cancel(snapshot.route_id)
 
+    def offer(self, fence: AttemptFence, deadline: datetime) -> None:
+        """Arm a wait someone else wrote (a job), unless a later attempt of the route is
+        armed already: an older wait arriving late never replaces a newer one."""
+        current = self._pending.get(fence.route_id)
+        if current is not None and _order(fence) < _order(current.fence):
+            return
+        self.arm(fence, deadline)
+
     def arm_schedule(self, entry: ScheduleEntry) -> None:
         self.arm(entry.fence, entry.deadline)
 

@@ -41,10 +41,12 @@ TransitionRejectedError carrying the route's actual generation and state): see
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final, cast
 
 import redis
@@ -52,8 +54,10 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from actors.clock import Clock, SystemClock
-from actors.engine.circuit_effects import CircuitEffects, circuit_binding
+from actors.engine.batch import Outcome
+from actors.engine.circuit_effects import CircuitEffects
 from actors.engine.service import RouteService
+from actors.engine.settings import EngineSettings
 from actors.engine.timers import Due, RouteTimers
 from actors.errors import RecoveryError, TransitionRejectedError
 from actors.hosting import memory as host_memory
@@ -64,16 +68,16 @@ from actors.jobs.backstop_arming import BackstopArmer, HostBackstops
 from actors.jobs.queue import DEFAULT_QUEUE, dispatch_queue, enqueue_dispatch
 from actors.jobs.reconcile import ReconcileReport
 from actors.jobs.reconcile import reconcile as reconcile_dispatches
-from actors.keys import KeySpace, valid_host_id
-from actors.routes.circuit_board import DEFAULT_PROBE_TTL_S
+from actors.keys import valid_host_id
 from actors.routes.commands import FireDue as FireDueCommand
 from actors.routes.commands import ReportFailure, RetryNow, RouteCommand, RouteSettings
 from actors.routes.models import RouteSnapshot, ScheduleEntry
 from actors.store.circuit_store import CircuitStore
-from actors.store.route_store import DEFAULT_EVENTS_MAXLEN, DEFAULT_MAX_CONNECTIONS, RouteStore
-from circuits import CircuitSettings
+from actors.store.route_store import DEFAULT_MAX_CONNECTIONS, RouteStore
+from actors.store.wakes import last_wake_id, next_wakes
 
 REHYDRATE_RETRY_S: Final = 1.0
+WAKE_BLOCK_MS: Final = 1000
 
 
 def _is_read(request: HostRequest) -> bool:
@@ -90,38 +94,31 @@ class RouteHost:
         self,
         host_id: str,
         redis_url: str,
-        key_prefix: str,
+        settings: EngineSettings | str,
         *,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         clock: Clock | None = None,
-        dispatcher: str | None = None,
-        queue_name: str = DEFAULT_QUEUE,
-        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
-        closed_ttl_s: int = _SETTINGS_DEFAULTS.closed_ttl_s,
-        utility_ttl_s: int = _SETTINGS_DEFAULTS.utility_ttl_s,
-        installation_key: str | None = None,
-        circuit_settings: CircuitSettings | None = None,
-        probe_ttl_s: float = DEFAULT_PROBE_TTL_S,
     ) -> None:
+        """A host of `settings` (the installation's one settings value; a bare key prefix
+        stands for the defaults under it)."""
+        if isinstance(settings, str):
+            settings = EngineSettings(key_prefix=settings)
         self.host_id = valid_host_id(host_id)
-        self._dispatcher = dispatcher
-        self._queue_name = queue_name
+        self.settings = settings
+        self._dispatcher = settings.dispatcher
+        self._queue_name = settings.queue_name or DEFAULT_QUEUE
         self._sync: redis.Redis | None = None  # rq's client, created on first dispatch
         self._clock = clock or SystemClock()
-        self._keys = KeySpace(key_prefix)
+        self._keys = settings.keys
         self._redis_url = redis_url
         self._store = RouteStore.connect(
             redis_url, clock=self._clock, keys=self._keys, max_connections=max_connections,
-            events_maxlen=events_maxlen,
+            events_maxlen=settings.events_maxlen,
         )  # fmt: skip
-        settings = RouteSettings(
-            host_id=self.host_id, closed_ttl_s=closed_ttl_s, utility_ttl_s=utility_ttl_s
-        )
+        route_settings = settings.route_settings(self.host_id)
         self._metrics = route_metrics()
         # Circuits: its own bounded pool; releases this host plans arm timers here too.
-        binding = circuit_binding(
-            installation_key, settings=circuit_settings, probe_ttl_s=probe_ttl_s
-        )
+        binding = settings.circuit_binding()
         self._circuits = CircuitStore.connect(
             redis_url, keys=self._keys, max_connections=max_connections,
             settings=binding.settings,
@@ -131,7 +128,7 @@ class RouteHost:
             observer=circuit_metrics(), on_released=self._released,
         )  # fmt: skip
         self._service = RouteService(
-            self._store, self._clock, settings=settings, on_applied=self._metrics.transition,
+            self._store, self._clock, settings=route_settings, on_applied=self._metrics.transition,
             circuits=effects,
         )  # fmt: skip
         self._timers = RouteTimers(
@@ -139,17 +136,21 @@ class RouteHost:
             batched=True,
         )  # fmt: skip
         self._backstops: HostBackstops | None = None
-        if dispatcher is not None:  # the workers that run dispatches run backstops too
+        if self._dispatcher is not None:  # the workers that run dispatches run backstops too
             armer = BackstopArmer(
-                self._connection, queue_name, self._keys, self.host_id, dispatcher,
+                self._connection, self._queue_name, self._keys, self.host_id, self._dispatcher,
                 clock=self._clock,
             )  # fmt: skip
             self._backstops = HostBackstops(armer)
         self._rehydrated: list[ScheduleEntry] = []
         self._reconciled: ReconcileReport | None = None
+        self._wakes = Redis.from_url(redis_url, decode_responses=True)
+        self._following: asyncio.Task[None] | None = None
+        self._closing = False
         # Ray runs an async actor's __init__ on its event loop: start rehydrating now,
         # without waiting for a first call (a restarted host has timers to fire).
-        self._ready = asyncio.get_running_loop().create_task(self._rehydrate())
+        self._loop = asyncio.get_running_loop()
+        self._ready = self._loop.create_task(self._rehydrate())
 
     # Lifecycle and introspection
 
@@ -184,6 +185,12 @@ class RouteHost:
 
     async def aclose(self) -> None:
         """Cancel the timers and close the Redis pools (the schedules stay in Redis)."""
+        self._closing = True
+        if self._following is not None:
+            self._following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._following
+        await self._wakes.aclose()
         self._timers.cancel_all()
         if self._backstops is not None:
             await self._backstops.aclose()
@@ -195,6 +202,8 @@ class RouteHost:
     async def _rehydrate(self) -> None:
         while True:
             try:
+                # Waits announced from here on are followed (nothing lost meanwhile).
+                seen = await last_wake_id(self._wakes, self._keys, self.host_id)
                 entries = await self._own_schedules()
                 break
             except (RedisError, RecoveryError) as error:  # Redis not reachable yet
@@ -205,6 +214,7 @@ class RouteHost:
             if self._backstops is not None:
                 self._backstops.cover(entry.deadline)
         self._rehydrated = entries
+        self._following = asyncio.get_running_loop().create_task(self._follow_wakes(seen))
         if self._dispatcher is not None:
             try:
                 self._reconciled = await asyncio.to_thread(self._reconcile, self._dispatcher)
@@ -213,6 +223,22 @@ class RouteHost:
         gc.collect()
         gc.freeze()
         log.info("route host %s rehydrated %d schedules", self.host_id, len(entries))
+
+    async def _follow_wakes(self, after: str) -> None:
+        """Arm the timers of waits jobs wrote for this host's routes (actors/store/wakes.py)."""
+        while not self._closing:
+            try:
+                after, wakes = await next_wakes(
+                    self._wakes, self._keys, self.host_id, after, block_ms=WAKE_BLOCK_MS
+                )
+            except RecoveryError as error:  # Redis away: the backstop still covers them
+                if self._closing:  # redis-py turns a cancelled blocking read into an error
+                    return
+                log.warning("route host %s cannot follow its wakes: %s", self.host_id, error)
+                await asyncio.sleep(REHYDRATE_RETRY_S)
+                continue
+            for wake in wakes:
+                self._timers.offer(wake.fence, wake.deadline)
 
     async def _own_schedules(self) -> list[ScheduleEntry]:
         index = Redis.from_url(self._redis_url, decode_responses=True)
@@ -329,5 +355,24 @@ class RouteHost:
         )
 
     def _reconcile(self, dispatcher: str) -> ReconcileReport:
+        """Run in a worker thread: its route transitions go back to this host's loop."""
         queue = dispatch_queue(self._connection(), self._queue_name)
-        return reconcile_dispatches(queue, self._keys, dispatcher, now=self._clock.now())
+        engine = _OnLoop(self._service, self._loop)
+        return reconcile_dispatches(
+            queue, self._keys, dispatcher, now=self._clock.now(), engine=engine
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _OnLoop:
+    """A host's route service, called from a worker thread: each batch runs on the host's
+    event loop (so under its route locks) and the thread waits for its outcomes."""
+
+    service: RouteService
+    loop: asyncio.AbstractEventLoop
+
+    def commands(
+        self, host_id: str | None, items: Sequence[tuple[str, RouteCommand]]
+    ) -> list[Outcome]:
+        future = asyncio.run_coroutine_threadsafe(self.service.run_many(items), self.loop)
+        return future.result()

@@ -47,14 +47,15 @@ from typing import Any, Final, Self
 import ray
 import redis
 
-from actors.engine.circuit_effects import INSTALLATION_KEY_ENV
 from actors.engine.config import DEFAULT_DATA_DIR, DEFAULT_WORKER_COUNT, RuntimeConfig
+from actors.engine.settings import EngineSettings
 from actors.hosting.batcher import BatcherPool
 from actors.hosting.handle import RouteHandle, committed_by_retry
 from actors.hosting.hash_ring import DEFAULT_VIRTUAL_NODES, HashRing
 from actors.hosting.route_host import RouteHost
 from actors.jobs.queue import default_queue_name, dispatch_queue
 from actors.jobs.reconcile import ReconcileReport, reconcile
+from actors.jobs.worker_engine import WorkerEngine
 from actors.jobs.workers import WorkerPool, worker_env
 from actors.keys import DEFAULT_PREFIX, KeySpace, valid_route_id
 from actors.routes.circuit_board import DEFAULT_PROBE_TTL_S
@@ -124,14 +125,20 @@ class RecoveryRuntime:
             raise ValueError(f"host_count must be >= 1, got {self.host_count}")
         if self.worker_count < 1:
             raise ValueError(f"worker_count must be >= 1, got {self.worker_count}")
-        KeySpace(self.key_prefix)  # validates the prefix
-        if self.events_maxlen < 1:
-            raise ValueError(f"events_maxlen must be >= 1, got {self.events_maxlen}")
-        RouteSettings(closed_ttl_s=self.closed_ttl_s, utility_ttl_s=self.utility_ttl_s)
-        if not self.probe_ttl_s > 0:
-            raise ValueError(f"probe_ttl_s must be > 0, got {self.probe_ttl_s}")
         if self.queue_name is None:
             self.queue_name = default_queue_name(self.key_prefix)
+        self.settings  # noqa: B018 - builds (so validates) the settings value now
+
+    @property
+    def settings(self) -> EngineSettings:
+        """The one settings value every host and worker of this runtime writes with."""
+        return EngineSettings(
+            key_prefix=self.key_prefix, closed_ttl_s=self.closed_ttl_s,
+            utility_ttl_s=self.utility_ttl_s, events_maxlen=self.events_maxlen,
+            circuit_settings=self.circuit_settings, probe_ttl_s=self.probe_ttl_s,
+            installation_key=self.installation_key, dispatcher=self.dispatcher,
+            queue_name=self.queue_name,
+        )  # fmt: skip
 
     @classmethod
     def from_config(cls, config: RuntimeConfig) -> Self:
@@ -168,17 +175,12 @@ class RecoveryRuntime:
         self._start_ray()
         self._url = self._start_redis()
         host_ids = [f"host-{index}" for index in range(self.host_count)]
+        settings = self.settings
         self.hosts = [
             RemoteRouteHost.options(
                 name=host_name(self.key_prefix, index), namespace=NAMESPACE,
                 get_if_exists=True, num_cpus=0, lifetime="detached",
-            ).remote(
-                host_id, self._url, self.key_prefix, dispatcher=self.dispatcher,
-                queue_name=self.queue, events_maxlen=self.events_maxlen,
-                closed_ttl_s=self.closed_ttl_s, utility_ttl_s=self.utility_ttl_s,
-                installation_key=self.installation_key,
-                circuit_settings=self.circuit_settings, probe_ttl_s=self.probe_ttl_s,
-            )
+            ).remote(host_id, self._url, settings)
             for index, host_id in enumerate(host_ids)
         ]  # fmt: skip
         self._ring = HashRing(host_ids, virtual_nodes=self.virtual_nodes)
@@ -192,22 +194,22 @@ class RecoveryRuntime:
         return self
 
     def _worker_env(self) -> dict[str, str]:
-        """The workers' environment: importable paths, and the installation key their
-        dispatch jobs fingerprint circuits with (the hosts' key)."""
-        env = worker_env(self.worker_paths)
-        if self.installation_key is not None:
-            env[INSTALLATION_KEY_ENV] = self.installation_key
-        return env
+        """The workers' environment: importable paths, and the settings value their jobs
+        write with (the hosts'; it holds the installation key, so never on a command line)."""
+        return {**worker_env(self.worker_paths), **self.settings.to_environment()}
 
     def reconcile(self) -> ReconcileReport:
         """One reconciliation pass over the pending dispatches (actors/jobs/dispatch.py)."""
         if self.dispatcher is None:
             raise RuntimeError("the runtime has no dispatcher to reconcile with")
         connection = redis.Redis.from_url(self.url)
+        engine = WorkerEngine(self.url, self.settings)  # the transitions the hosts would write
         try:
             queue = dispatch_queue(connection, self.queue)
-            return reconcile(queue, KeySpace(self.key_prefix), self.dispatcher, now=_utcnow())
+            keys = KeySpace(self.key_prefix)
+            return reconcile(queue, keys, self.dispatcher, now=_utcnow(), engine=engine)
         finally:
+            engine.close()
             connection.close()
 
     def _worker_died(self, name: str) -> None:

@@ -12,33 +12,27 @@ the deadline. Imports stay light (no Ray): the job runs in an rq worker.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
-from urllib.parse import quote, urlencode
 
 import redis
 from rq import get_current_job
 
-from actors.clock import Clock, SystemClock
-from actors.engine.circuit_effects import CircuitEffects, circuit_binding
-from actors.engine.service import RouteService
-from actors.errors import InvalidRouteIdError, RecoveryError
+from actors.clock import Clock
+from actors.errors import InvalidRouteIdError
 from actors.jobs.backstop_arming import BackstopArmer
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.jobs.worker_engine import WorkerEngine, worker_engine
 from actors.keys import KeySpace
-from actors.routes.commands import RouteSettings
+from actors.routes.commands import FireDue
 from actors.routes.models import RouteSnapshot, ScheduleEntry, attempt_retrying
-from actors.store.circuit_store import CircuitStore
 from actors.store.replies import reply_text, reply_texts
 from actors.store.route_codec import decode_schedule
-from actors.store.route_store import RouteStore
 
 READ_BATCH: Final = 500
-JOB_STORE_CONNECTIONS: Final = 4
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +64,8 @@ def run_backstop(prefix: str, host_id: str, second: int, dispatcher: str) -> dic
     if job is None:
         raise RuntimeError("run_backstop runs as an rq job")
     report = fire_backstop(
-        job.connection, job.origin, KeySpace(prefix), host_id, second, dispatcher=dispatcher,
-        clock=SystemClock(),
-    )  # fmt: skip
+        job.connection, job.origin, KeySpace(prefix), host_id, second, dispatcher=dispatcher
+    )
     return report.as_result()
 
 
@@ -84,15 +77,17 @@ def fire_backstop(
     second: int,
     *,
     dispatcher: str,
-    clock: Clock,
+    clock: Clock | None = None,
 ) -> BackstopReport:
-    """What a backstop job does, on `connection`, at `clock`'s time."""
+    """What a backstop job does, on `connection`, at `clock`'s time (None: the worker's
+    engine and its clock, the wall clock)."""
+    engine = worker_engine(connection, keys, clock=clock)
+    clock = engine.clock
     now = clock.now()
     entries = host_schedules(connection, keys, host_id, max(float(second), now.timestamp()))
     due = [entry for entry in entries if entry.deadline <= now]
     early = sum(1 for e in entries if e.deadline > now and e.deadline.timestamp() <= second)
-    url = connection_url(connection)
-    fired, failed = asyncio.run(_fire_due(url, keys, host_id, due, clock))
+    fired, failed = _fire_due(engine, host_id, due)
     queue = dispatch_queue(connection, queue_name)
     dispatched = tuple(
         snapshot.route_id
@@ -112,29 +107,22 @@ def fire_backstop(
     return BackstopReport(fired_ids, dispatched, early, failed, rearmed)
 
 
-async def _fire_due(
-    url: str, keys: KeySpace, host_id: str, due: Sequence[ScheduleEntry], clock: Clock
+def _fire_due(
+    engine: WorkerEngine, host_id: str, due: Sequence[ScheduleEntry]
 ) -> tuple[list[RouteSnapshot], int]:
-    """Fire each entry through the host's own path; (routes left retrying, failures)."""
+    """Fire the entries through the engine, as the host's timers would (one batch, for the
+    host's routes); (routes left retrying at the scheduled attempt, failures)."""
+    if not due:
+        return [], 0
+    items = [(entry.route_id, FireDue(entry.generation, entry.ordinal)) for entry in due]
     fired: list[RouteSnapshot] = []
     failed = 0
-    if not due:
-        return fired, failed
-    store = RouteStore.connect(url, clock=clock, keys=keys, max_connections=JOB_STORE_CONNECTIONS)
-    circuits = CircuitStore.connect(url, keys=keys, max_connections=JOB_STORE_CONNECTIONS)
-    async with store, circuits:  # a due attempt meets its circuits here as on its host
-        effects = CircuitEffects(circuits, store, circuit_binding())
-        settings = RouteSettings(host_id=host_id)
-        service = RouteService(store, clock, settings=settings, circuits=effects)
-        for entry in due:
-            try:
-                snapshot = await service.fire_due(entry.fence)
-            except RecoveryError as error:  # Redis trouble: the next second tries again
-                log.warning("backstop could not fire route %s: %s", entry.route_id, error)
-                failed += 1
-                continue
-            if attempt_retrying(snapshot, entry.fence):
-                fired.append(snapshot)
+    for entry, outcome in zip(due, engine.commands(host_id, items), strict=True):
+        if isinstance(outcome, Exception):  # Redis trouble: the next second tries again
+            log.warning("backstop could not fire route %s: %s", entry.route_id, outcome)
+            failed += 1
+        elif attempt_retrying(outcome, entry.fence):
+            fired.append(outcome)
     return fired, failed
 
 
@@ -160,23 +148,6 @@ def host_schedules(
         # A schedule cleared between the reads has no hash any more: it is not pending.
         entries += [decode_schedule(reply_texts(raw)) for raw in hashes if raw]
     return entries
-
-
-def connection_url(connection: redis.Redis) -> str:
-    """The URL of the Redis a redis-py client talks to (rq hands the job a client; the
-    route store opens its own bounded pool from a URL)."""
-    pool = connection.connection_pool
-    settings = pool.connection_kwargs
-    query: dict[str, Any] = {"db": settings.get("db", 0)}
-    for name in ("username", "password"):
-        if settings.get(name):
-            query[name] = settings[name]
-    if settings.get("path"):
-        return f"unix://{quote(str(settings['path']))}?{urlencode(query)}"
-    scheme = "rediss" if issubclass(pool.connection_class, redis.SSLConnection) else "redis"
-    host, port = str(settings.get("host", "localhost")), settings.get("port", 6379)
-    host = f"[{host}]" if ":" in host else host  # an IPv6 address
-    return f"{scheme}://{host}:{port}?{urlencode(query)}"
 
 
 def _chunks(items: Sequence[_Item], size: int) -> Iterable[Sequence[_Item]]:

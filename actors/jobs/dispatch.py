@@ -9,8 +9,8 @@ runs in an rq worker (JSON serializer, its own process): it fences on the route 
 nothing), calls the orchestrator's dispatcher, and writes the ledger `finished` with
 the outcome. `NotDispatched` means nothing was sent: the attempt goes back to the policy
 as a failure reported before any partial result, which retries (the next ordinal, a
-new schedule in Redis), waits, skips or stops (actors/jobs/dispatch_routes.py). Any other
-exception, a timeout included, is ambiguous: the route goes to `action_required`
+new schedule in Redis), waits, skips or stops (actors/routes/dispatch_outcomes.py). Any
+other exception, a timeout included, is ambiguous: the route goes to `action_required`
 ("dispatch outcome ambiguous") and the attempt is never dispatched again. A dispatcher
 that cannot be loaded is a configuration error, which a retry would only repeat: the
 route goes to `action_required` ("dispatcher cannot be loaded").
@@ -18,7 +18,8 @@ route goes to `action_required` ("dispatcher cannot be loaded").
 Reconciliation lives in actors/jobs/reconcile.py, the ledger in actors/jobs/ledger.py,
 enqueueing in actors/jobs/queue.py and the dispatcher contract in actors/jobs/dispatcher.py.
 
-Everything here is synchronous redis-py, as rq is: the job uses its worker's connection.
+The ledger is synchronous redis-py, as rq is (the job uses its worker's connection); every
+route transition the job causes goes through the worker's engine (actors/jobs/worker_engine.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
@@ -35,18 +37,12 @@ from redis.exceptions import RedisError
 from rq import get_current_job
 
 from actors.clock import SystemClock
-from actors.engine.circuit_effects import circuit_binding
 from actors.jobs.backstop_arming import BackstopArmer
-from actors.jobs.dispatch_routes import (
-    abandon_unsent_probe,
-    read_route,
-    reevaluate_not_dispatched,
-    require_action,
-)
 from actors.jobs.dispatcher import NotDispatched, ReplayIdentity, load_dispatcher
 from actors.jobs.ledger import DispatchLedger
+from actors.jobs.worker_engine import WorkerEngine, worker_engine
 from actors.keys import AttemptFence, KeySpace
-from actors.routes.circuit_board import CircuitBinding
+from actors.routes.commands import ReturnUnsent, RouteCommand, SettleDispatch
 from actors.routes.models import RouteSnapshot, attempt_retrying
 from actors.routes.steps import clip
 
@@ -77,7 +73,7 @@ def run_dispatch(  # noqa: PLR0917 - the job's arguments, as enqueued
         rearm = _backstop_rearm(job.connection, job.origin, keys, host_id, dispatcher)
     return dispatch_once(
         job.connection, keys, AttemptFence(route_id, generation, ordinal),
-        dispatcher=dispatcher, worker=worker, rearm=rearm, circuits=circuit_binding(),
+        dispatcher=dispatcher, worker=worker, rearm=rearm, host_id=host_id,
     )  # fmt: skip
 
 
@@ -105,18 +101,21 @@ def dispatch_once(
     dispatcher: str,
     worker: str,
     rearm: Callable[[RouteSnapshot], None] | None = None,
-    circuits: CircuitBinding | None = None,
+    host_id: str | None = None,
+    engine: WorkerEngine | None = None,
 ) -> RunResult:
-    """What a dispatch job does, on `connection`, as `worker`. `rearm` is given the
-    route's snapshot when a NotDispatched re-evaluation left it waiting again; with
-    `circuits`, that re-evaluation plans with the circuits (actors/jobs/dispatch_routes.py).
+    """What a dispatch job does, on `connection`, as `worker`: every route transition it
+    causes goes through the worker's engine (`engine`, else this process's for the
+    connection), for host `host_id`'s routes. `rearm` is given the route's snapshot when a
+    NotDispatched re-evaluation left it waiting again (the durable backstop of that wait).
 
     An attempt that held its circuit's probe lease (the probe): when nothing was sent
     (NotDispatched, a dispatcher that cannot be loaded) the lease is abandoned at once,
     so the next caller can probe now; when the outcome is ambiguous the lease is left to
     its TTL: the probe may have reached the provider and may still be running, so another
     probe now could be a second one at once, and its verdict will never be reported."""
-    snapshot = read_route(connection, keys, fence.route_id)
+    engine = engine or worker_engine(connection, keys)
+    snapshot = engine.run(engine.store.snapshot(fence.route_id))
     if not attempt_retrying(snapshot, fence):
         return "stale"
     ledger = DispatchLedger(connection, keys)
@@ -126,13 +125,13 @@ def dispatch_once(
         fence, snapshot.candidate_id, provider_session_id=snapshot.provider_session_id,
         prompt_ref=snapshot.invocation_id,
     )  # fmt: skip
+    settle = _Settle(engine, host_id, fence)
     try:
         call = load_dispatcher(dispatcher)
     except Exception as error:
         detail = clip(f"dispatcher {dispatcher!r} cannot be loaded: {type(error).__name__}")
         ledger.finish(fence, "not_dispatched", _now(), detail=detail)
-        abandon_unsent_probe(connection, keys, snapshot, _now())
-        require_action(connection, keys, fence, reason=REASON_UNLOADABLE)
+        settle(SettleDispatch(fence.generation, fence.ordinal, REASON_UNLOADABLE))
         return "not_dispatched"
     try:
         result = call(
@@ -144,8 +143,8 @@ def dispatch_once(
     except NotDispatched as error:
         detail = clip(str(error))
         ledger.finish(fence, "not_dispatched", _now(), detail=detail)
-        abandon_unsent_probe(connection, keys, snapshot, _now())
-        again = reevaluate_not_dispatched(connection, keys, fence, detail=detail, binding=circuits)
+        engine.abandon_unsent(snapshot)  # before re-planning: the next caller may probe
+        again = settle(ReturnUnsent(fence.generation, fence.ordinal, detail))
         if again is not None and again.deadline is not None and rearm is not None:
             try:
                 rearm(again)
@@ -156,10 +155,31 @@ def dispatch_once(
         detail = type(error).__name__
         ledger.finish(fence, "failed", _now(), detail=detail)
         # a probe's lease is left to its TTL: the probe may have happened (docstring)
-        require_action(connection, keys, fence, reason=REASON_AMBIGUOUS)
+        ambiguous = SettleDispatch(
+            fence.generation, fence.ordinal, REASON_AMBIGUOUS, keep_probe_lease=True
+        )
+        settle(ambiguous)
         return "failed"
     ledger.finish(fence, "delivered", _now())
     return "delivered"
+
+
+@dataclass(frozen=True, slots=True)
+class _Settle:
+    """One command on the job's route through the engine: the route after it, or None
+    when it failed (logged: the route is left as it is, and reconcile or an operator sees
+    it `retrying` with a finished ledger)."""
+
+    engine: WorkerEngine
+    host_id: str | None
+    fence: AttemptFence
+
+    def __call__(self, command: RouteCommand) -> RouteSnapshot | None:
+        [outcome] = self.engine.commands(self.host_id, [(self.fence.route_id, command)])
+        if isinstance(outcome, Exception):
+            log.warning("route %s not settled after its dispatch: %s", self.fence.route_id, outcome)
+            return None
+        return outcome
 
 
 async def _awaited(result: Any) -> None:

@@ -14,6 +14,7 @@ from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
+from actors.engine.settings import default_queue_name
 from actors.jobs.ledger import LEDGER_TTL_S, DispatchLedger
 from actors.keys import AttemptFence, KeySpace
 
@@ -30,11 +31,6 @@ def dispatch_job_id(keys: KeySpace, fence: AttemptFence) -> str:
     """rq admits only `[A-Za-z0-9_-]` in job ids: a hash of the attempt's ledger key."""
     ledger_key = keys.dispatch(fence)
     return "dispatch-" + hashlib.sha256(ledger_key.encode()).hexdigest()[:40]
-
-
-def default_queue_name(prefix: str) -> str:
-    """The dispatch queue of a key prefix, as the runtime and `recovery reconcile` name it."""
-    return f"{prefix}-dispatch"
 
 
 def dispatch_queue(connection: Redis, name: str = DEFAULT_QUEUE) -> Queue:
@@ -84,3 +80,15 @@ def _enqueue_once(queue: Queue, job_id: str, args: tuple[Any, ...]) -> None:
             return
         existing.delete()
         queue.enqueue(JOB_FUNCTION, *args, **options)
+
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "JOB_FUNCTION",
+    "JOB_TIMEOUT_S",
+    "PENDING_JOB_STATUSES",
+    "default_queue_name",
+    "dispatch_job_id",
+    "dispatch_queue",
+    "enqueue_dispatch",
+]

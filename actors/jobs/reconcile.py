@@ -4,25 +4,35 @@ that rule (they mark a dead worker's job abandoned only after 60 s or more)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final
+from typing import Final, Protocol
 
 from redis import Redis
 from rq import Queue, Worker
 
-from actors.jobs.dispatch_routes import (
-    read_route,
-    require_action,
-)
+from actors.engine.batch import Outcome
 from actors.jobs.ledger import DispatchLedger, LedgerEntry
 from actors.jobs.queue import enqueue_dispatch
+from actors.jobs.worker_engine import worker_engine
 from actors.keys import KeySpace
+from actors.routes.commands import RouteCommand, SettleDispatch
 from actors.routes.models import RouteSnapshot
 from actors.store.replies import reply_text
+from actors.store.sync_reads import read_route
 
 DEFAULT_STARTED_TIMEOUT_S: Final = 15 * 60
 REASON_ABANDONED: Final = "dispatch started but never finished"
+
+
+class Commands(Protocol):
+    """Whatever runs route commands through the engine, blocking (a WorkerEngine, or a
+    route host's service seen from a worker thread)."""
+
+    def commands(
+        self, host_id: str | None, items: Sequence[tuple[str, RouteCommand]]
+    ) -> list[Outcome]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +69,15 @@ def reconcile(
     *,
     now: datetime,
     started_timeout_s: float = DEFAULT_STARTED_TIMEOUT_S,
+    engine: Commands | None = None,
 ) -> ReconcileReport:
     """One pass over the retrying routes: never started -> enqueue again (the job id and
     the ledger fence make a repeat harmless); started and not finished with its worker
-    gone or its start older than `started_timeout_s` -> action_required; else leave."""
+    gone or its start older than `started_timeout_s` -> action_required; else leave. The
+    route transitions go through `engine` (a host's service, or a worker engine built
+    from the installation's settings; by default this process's worker engine)."""
     connection = queue.connection
+    engine = engine or worker_engine(connection, keys)
     ledger = DispatchLedger(connection, keys)
     workers = live_workers(connection)
     report = ReconcileReport()
@@ -74,7 +88,11 @@ def reconcile(
             job_id = enqueue_dispatch(queue, keys, fence, dispatcher=dispatcher, now=now)
             (report.requeued if job_id is not None else report.left).append(route.route_id)
         elif entry.state == "started" and _abandoned(entry, workers, now, started_timeout_s):
-            require_action(connection, keys, fence, reason=REASON_ABANDONED, now=now)
+            # The probe, if it was one, may have happened: its lease runs to its TTL.
+            command = SettleDispatch(
+                fence.generation, fence.ordinal, REASON_ABANDONED, keep_probe_lease=True
+            )
+            engine.commands(None, [(route.route_id, command)])
             report.ambiguous.append(route.route_id)
         else:
             report.left.append(route.route_id)

@@ -172,6 +172,35 @@ class UpdateProfile:
     profile: RouteProfile
 
 
+@dataclass(frozen=True, slots=True)
+class SettleDispatch:
+    """A dispatch job's verdict on attempt (generation, ordinal): `action_required` with
+    `reason` (an ambiguous outcome, a dispatcher that cannot be loaded). With
+    `keep_probe_lease` an attempt that was its circuit's probe keeps the lease to its TTL:
+    the probe may have reached the provider, so another one now could be a second at once."""
+
+    generation: int
+    ordinal: int
+    reason: str
+    keep_probe_lease: bool = False
+
+    def fence(self, route_id: str) -> AttemptFence:
+        return AttemptFence(route_id, self.generation, self.ordinal)
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnUnsent:
+    """The dispatcher sent nothing for attempt (generation, ordinal): the attempt goes back
+    to the policy (actors/routes/dispatch_outcomes.py). `detail`: what the dispatcher said."""
+
+    generation: int
+    ordinal: int
+    detail: str
+
+    def fence(self, route_id: str) -> AttemptFence:
+        return AttemptFence(route_id, self.generation, self.ordinal)
+
+
 RouteCommand = (
     Start
     | ReportFailure
@@ -187,4 +216,6 @@ RouteCommand = (
     | Close
     | CompleteSwitch
     | UpdateProfile
+    | SettleDispatch
+    | ReturnUnsent
 )

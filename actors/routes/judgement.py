@@ -162,24 +162,32 @@ def capped_by_circuit(
 
 
 def failure_transition(
-    snapshot: RouteSnapshot, report: ReportFailure, context: RouteContext
+    snapshot: RouteSnapshot,
+    report: ReportFailure,
+    context: RouteContext,
+    *,
+    count_failure: bool = True,
 ) -> Transition:
-    """The one transition that records the decision for a reported failure."""
+    """The one transition that records the decision for a reported failure. Without
+    `count_failure` the failure is not counted on its circuit (it was, when it was first
+    reported: a re-evaluation)."""
     require(snapshot, report.expected_generation, REPORTABLE)
     judged = judge_failure(snapshot, report, context)
     found = judged.classification
     if context.circuits is not None:  # counted (or the probe's verdict) before deciding
-        context.circuits.note_failure(snapshot, found, context.now)
+        if count_failure:
+            context.circuits.note_failure(snapshot, found, context.now)
         judged = capped_by_circuit(snapshot, report, judged, context)
     candidate = judged.candidate
+    owner = {"caller": report.caller, "invocation_id": report.invocation_id}
     failure: dict[str, Any] = {
         "code": found.code,
         "error_class": found.error_class,
         "rule": found.rule,
         "catalogue_version": found.catalogue_version,
         "policy_snapshot": candidate.policy_snapshot() if candidate else None,
-        "caller": report.caller,
-        "invocation_id": report.invocation_id,
+        # A foreign report is refused, never adopted: the route keeps its own invocation.
+        **({} if is_stale(snapshot, report) else owner),
         "provider_session_id": session_id_of(report) or snapshot.provider_session_id,
         "cycle": CycleRecord.from_usage(judged.usage),
     }

@@ -35,14 +35,17 @@ from actors.routes.commands import (
     ReportSuccess,
     Resume,
     RetryNow,
+    ReturnUnsent,
     RouteCommand,
     RouteContext,
+    SettleDispatch,
     SkipNow,
     Start,
     StartFresh,
     StopRoute,
     UpdateProfile,
 )
+from actors.routes.dispatch_outcomes import return_unsent_transition, settle_dispatch_transition
 from actors.routes.eligibility import choose_start
 from actors.routes.judgement import failure_transition
 from actors.routes.models import CycleRecord, RouteSnapshot, RouteUpdate, Transition, attempt_due
@@ -93,6 +96,10 @@ def plan(  # noqa: PLR0911, PLR0912 - one case per command: this match is the di
             return switch_complete_transition(snapshot, command, context)
         case UpdateProfile():
             return profile_transition(snapshot, command, context)
+        case SettleDispatch():
+            return settle_dispatch_transition(snapshot, command, context)
+        case ReturnUnsent():
+            return return_unsent_transition(snapshot, command, context)
 
 
 def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteContext) -> Transition:

@@ -9,8 +9,11 @@ transition could be applied after the caller gave up on it).
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
+from urllib.parse import quote, urlencode
 
+import redis
+from redis import Redis as SyncRedis
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -53,3 +56,20 @@ class OwnsItsClient:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def connection_url(connection: SyncRedis) -> str:
+    """The URL of the Redis a redis-py client talks to (rq hands the job a client; the
+    route store opens its own bounded pool from a URL)."""
+    pool = connection.connection_pool
+    settings = pool.connection_kwargs
+    query: dict[str, Any] = {"db": settings.get("db", 0)}
+    for name in ("username", "password"):
+        if settings.get(name):
+            query[name] = settings[name]
+    if settings.get("path"):
+        return f"unix://{quote(str(settings['path']))}?{urlencode(query)}"
+    scheme = "rediss" if issubclass(pool.connection_class, redis.SSLConnection) else "redis"
+    host, port = str(settings.get("host", "localhost")), settings.get("port", 6379)
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address
+    return f"{scheme}://{host}:{port}?{urlencode(query)}"

@@ -17,6 +17,7 @@ from fakeredis.aioredis import FakeRedis
 from redis.asyncio import Redis
 
 from actors.clock import ManualClock
+from actors.jobs.worker_engine import close_engines
 from actors.keys import KeySpace
 from actors.store.route_store import RouteStore
 from tests.actors.route_builders import T0
@@ -96,6 +97,14 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     name = "real_backend" if request.param == "redis" else "fake_backend"
     chosen: Backend = request.getfixturevalue(name)
     return chosen
+
+
+@pytest.fixture(autouse=True)
+def _closed_worker_engines() -> Iterator[None]:
+    """Jobs run in this process start worker engines (a loop thread and pools each):
+    none outlives its test."""
+    yield
+    close_engines()
 
 
 # The dispatch rig's fixture, for every test under tests/actors/ (defined beside its rig).

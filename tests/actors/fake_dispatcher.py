@@ -44,8 +44,11 @@ def record_call(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.md,
     return job
 
 
-def _dispatcher(failure: Callable[[], Exception] | None) -> Dispatcher:
-    """A dispatcher that records its call, then raises `failure()` if one is given."""
+def _dispatcher(
+    failure: Callable[[], Exception] | None, *, on: Callable[[int], bool] = lambda _: True
+) -> Dispatcher:
+    """A dispatcher that records its call, then raises `failure()` if one is given and the
+    attempt ordinal is one `on` accepts."""
 
     def dispatch(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.md, Routes)
         route_id: str,
@@ -56,7 +59,7 @@ def _dispatcher(failure: Callable[[], Exception] | None) -> Dispatcher:
         replay: ReplayIdentity,
     ) -> None:
         record_call(route_id, generation, ordinal, candidate, reason, replay)
-        if failure is not None:
+        if failure is not None and on(ordinal):
             raise failure()
 
     return dispatch
@@ -64,4 +67,8 @@ def _dispatcher(failure: Callable[[], Exception] | None) -> Dispatcher:
 
 deliver = _dispatcher(None)
 refuse = _dispatcher(lambda: NotDispatched("the orchestrator had no worker for this session"))
+# Nothing sent for a route's first attempt; the later ones delivered.
+refuse_first = _dispatcher(
+    lambda: NotDispatched("no worker free for the first attempt"), on=lambda ordinal: ordinal == 1
+)
 explode = _dispatcher(lambda: ConnectionResetError("the orchestrator hung up mid-send"))

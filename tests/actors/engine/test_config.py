@@ -15,6 +15,7 @@ from actors.engine.config import (
     RuntimeConfig,
     load_config,
 )
+from actors.engine.settings import EngineSettings
 from actors.hosting.runtime import RecoveryRuntime
 from actors.routes.circuit_board import DEFAULT_PROBE_TTL_S
 from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
@@ -347,5 +348,9 @@ def test_a_runtime_from_a_config_carries_the_circuit_settings_to_hosts_and_worke
     assert runtime.installation_key == "install-7"
     assert runtime.circuit_settings == config.circuit_settings()
     assert runtime.probe_ttl_s == 45
-    assert runtime._worker_env()["RECOVERY_INSTALLATION_KEY"] == "install-7"
+    handed = EngineSettings.from_environment(runtime._worker_env())
+    assert handed == runtime.settings == config.engine_settings()
+    assert (handed.installation_key, handed.probe_ttl_s) == ("install-7", 45)
+    assert handed.circuit_settings == config.circuit_settings()
     assert "install-7" not in repr(runtime)
+    assert "install-7" not in repr(runtime.settings)

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 import pytest
 from redis.asyncio import Redis
 
+from actors.engine.settings import EngineSettings
 from actors.hosting.route_host import RouteHost
 from actors.keys import KeySpace
 from actors.routes.commands import Close, Start
@@ -37,10 +38,11 @@ def keys(redis_url: str) -> Iterator[KeySpace]:
 
 @asynccontextmanager
 async def retention_host(redis_url: str, keys: KeySpace) -> AsyncIterator[RouteHost]:
-    host = RouteHost(
-        "host-0", redis_url, keys.prefix, events_maxlen=EVENTS_MAXLEN,
-        closed_ttl_s=CLOSED_TTL_S, utility_ttl_s=UTILITY_TTL_S,
+    settings = EngineSettings(
+        key_prefix=keys.prefix, events_maxlen=EVENTS_MAXLEN, closed_ttl_s=CLOSED_TTL_S,
+        utility_ttl_s=UTILITY_TTL_S,
     )  # fmt: skip
+    host = RouteHost("host-0", redis_url, settings)
     await host.ready()
     try:
         yield host

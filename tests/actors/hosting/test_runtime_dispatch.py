@@ -30,6 +30,7 @@ from actors.jobs.reconcile import REASON_ABANDONED
 from actors.jobs.workers import wait_registered
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import FireDue
+from actors.routes.models import AttemptRecord
 from policy import DynamicProfile, Outcome
 from tests.actors.blocking_dispatcher import release_key
 from tests.actors.conftest import _delete_prefix
@@ -44,6 +45,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
 TIMEOUT_S = 30.0
 DELIVER = "tests.actors.fake_dispatcher:deliver"
 HOLD = "tests.actors.blocking_dispatcher:hold"
+REFUSE_FIRST = "tests.actors.fake_dispatcher:refuse_first"
 
 
 def one_second_retries() -> DynamicProfile:
@@ -191,6 +193,37 @@ def test_a_worker_killed_inside_a_dispatch_leaves_its_route_action_required(
     )
     decisions = [r.decision for r in asyncio.run(runtime.route("session-1").history())]
     assert decisions == ["start", "retry", "deadline_reached", "stop"]
+
+
+def test_a_not_dispatched_reschedule_fires_from_the_hosts_own_timer(redis_url: str) -> None:
+    """The dispatch job writes the new wait; the host hears of it on its wake stream and
+    its precise timer fires it, well before the durable backstop (its second, plus 1 s)."""
+    runtime = started_runtime(redis_url, REFUSE_FIRST)
+    connection = redis.Redis.from_url(redis_url)
+    ledger = DispatchLedger(connection, KeySpace(runtime.key_prefix))
+
+    async def scenario() -> list[AttemptRecord]:
+        route = runtime.route("session-1")
+        await fail_once(route)
+
+        async def second_delivered() -> bool:
+            entry = ledger.read(AttemptFence("session-1", 1, 2))
+            return entry.fields.get("outcome") == "delivered"
+
+        await wait_until(second_delivered, TIMEOUT_S, redis_url=runtime.url)
+        return await route.history()
+
+    try:
+        history = asyncio.run(scenario())
+    finally:
+        runtime.shutdown()
+        _delete_prefix(redis_url, KeySpace(runtime.key_prefix))
+    [rescheduled] = [r for r in history if r.decision == "retry" and r.ordinal == 2]
+    [fired] = [r for r in history if r.decision == "deadline_reached" and r.ordinal == 2]
+    assert rescheduled.deadline is not None
+    lateness_s = (fired.at - rescheduled.deadline).total_seconds()
+    print(f"not_dispatched_reschedule_lateness_s={lateness_s:.3f}")
+    assert 0 <= lateness_s < 0.5, "fired by the host's timer, not by the backstop"
 
 
 def test_shutdown_leaves_no_rq_worker_redis_server_or_host(

@@ -34,7 +34,7 @@ from rq.serializers import JSONSerializer
 from actors.clock import ManualClock
 from actors.engine.service import RouteService
 from actors.hosting.runtime import RecoveryRuntime
-from actors.jobs.backstop import connection_url, fire_backstop
+from actors.jobs.backstop import fire_backstop
 from actors.jobs.backstop_arming import (
     JOB_FUNCTION,
     MARKER_SLACK_S,
@@ -48,6 +48,7 @@ from actors.jobs.queue import dispatch_queue, enqueue_dispatch
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import RouteSettings
 from actors.routes.models import RouteSnapshot
+from actors.store.pool import connection_url
 from actors.store.route_store import RouteStore
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix, unique_keys

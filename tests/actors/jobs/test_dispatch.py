@@ -11,10 +11,10 @@ from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from actors.jobs.dispatch import REASON_AMBIGUOUS
-from actors.jobs.dispatch_routes import REASON_NOTHING_TO_REEVALUATE
 from actors.jobs.queue import JOB_FUNCTION, dispatch_job_id, enqueue_dispatch
 from actors.jobs.reconcile import REASON_ABANDONED, reconcile
 from actors.keys import AttemptFence
+from actors.routes.dispatch_outcomes import REASON_NOTHING_TO_REEVALUATE
 from tests.actors.conftest import Backend
 from tests.actors.dispatch_rig import DELIVER, EXPLODE, REFUSE, R, Rig, retrying
 from tests.actors.route_builders import T0

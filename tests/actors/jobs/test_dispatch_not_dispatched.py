@@ -22,16 +22,15 @@ from rq.serializers import JSONSerializer
 from actors.engine.service import RouteService
 from actors.jobs.backstop_arming import backstop_job_id
 from actors.jobs.dispatch import REASON_AMBIGUOUS, REASON_UNLOADABLE
-from actors.jobs.dispatch_routes import (
-    CAUSE_NOT_DISPATCHED,
-    read_route,
-    reevaluate_not_dispatched,
-)
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.jobs.worker_engine import worker_engine
 from actors.keys import AttemptFence
+from actors.routes.commands import ReturnUnsent
+from actors.routes.dispatch_outcomes import CAUSE_NOT_DISPATCHED
 from actors.routes.models import AttemptRecord, RouteSnapshot
 from actors.routes.profiles import RouteProfile
+from actors.store.sync_reads import read_route
 from policy import Outcome
 from tests.actors.conftest import Backend, raw_state
 from tests.actors.fake_dispatcher import calls_key
@@ -222,20 +221,21 @@ def test_not_dispatched_for_an_attempt_the_route_has_left_does_nothing(rig: Rig)
         finally:
             await client.aclose()
 
+    def return_late(fence: AttemptFence) -> RouteSnapshot:
+        command = ReturnUnsent(fence.generation, fence.ordinal, "late job")
+        [outcome] = worker_engine(rig.connection, keys).commands(None, [(R, command)])
+        assert isinstance(outcome, RouteSnapshot), outcome
+        return outcome
+
     before = asyncio.run(state())
     for generation, ordinal in [(1, 1), (1, 2), (2, 2), (0, 0)]:
-        assert (
-            reevaluate_not_dispatched(
-                rig.connection, keys, AttemptFence(R, generation, ordinal), detail="late job"
-            )
-            is None
-        )
+        assert return_late(AttemptFence(R, generation, ordinal)) == read_route(
+            rig.connection, keys, R
+        ), "the route as it is: nothing written"
+        assert asyncio.run(state()) == before
     fire(rig)
     during = asyncio.run(state())
-    assert (
-        reevaluate_not_dispatched(rig.connection, keys, AttemptFence(R, 1, 1), detail="late")
-        is None
-    )
+    return_late(AttemptFence(R, 1, 1))
     assert asyncio.run(state()) == during
     assert before["attempts"] == during["attempts"][: len(before["attempts"])]
 

@@ -1,4 +1,5 @@
-"""A probe's dispatch job and its circuit lease (actors/jobs/dispatch.py, dispatch_routes.py):
+"""A probe's dispatch job and its circuit lease (actors/jobs/dispatch.py and
+actors/routes/dispatch_outcomes.py):
 a probe that was not sent (NotDispatched, an unloadable dispatcher) abandons its lease at
 once, and the re-evaluation plans with the circuits (it parks on the reopened circuit and
 joins its parked set); an ambiguous probe leaves the lease to its TTL. Integration tier:
@@ -18,16 +19,17 @@ from rq import SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from actors.engine.circuit_effects import CircuitEffects, circuit_binding
+from actors.engine.circuit_effects import CircuitEffects
 from actors.engine.service import RouteService
+from actors.engine.settings import circuit_binding
 from actors.jobs.dispatch import REASON_AMBIGUOUS
-from actors.jobs.dispatch_routes import read_route
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
 from actors.keys import AttemptFence
 from actors.routes.circuit_board import REASON_PARKED, candidate_key, covering
 from actors.routes.circuit_models import CircuitView
 from actors.routes.models import RouteSnapshot
 from actors.store.circuit_store import CircuitStore
+from actors.store.sync_reads import read_route
 from circuits import CircuitStatus, ResourceKey
 from policy import Outcome, RetryPolicy
 from tests.actors.conftest import Backend

@@ -173,6 +173,23 @@ def test_a_utility_report_from_another_invocation_is_stale_and_stops(
     assert stopped.reason.startswith("stale failure")
 
 
+def test_a_refused_foreign_report_leaves_the_route_its_own_invocation_and_caller(
+    routes: MemoryRoutes,
+) -> None:
+    """The defect it pins: the refused report's invocation and caller overwrote the
+    route's, so after Resume the route's own invocation was refused as stale."""
+    routes.run(R, Start(seed_profile(), "utility", "inv-u"))
+    foreign = ReportFailure(1, overloaded(), safe_turn(), "kanban", "inv-other")
+    stopped = routes.run(R, foreign)
+    assert stopped.state == "action_required"
+    assert (stopped.invocation_id, stopped.caller) == ("inv-u", "utility")
+    resumed = routes.run(R, Resume(1))
+    assert (resumed.state, resumed.invocation_id, resumed.caller) == ("active", "inv-u", "utility")
+    own = routes.run(R, ReportFailure(1, overloaded(), safe_turn(), "utility", "inv-u"))
+    assert own.state == "retry_wait", own.reason
+    assert (own.invocation_id, own.caller) == ("inv-u", "utility")
+
+
 def test_a_partial_utility_result_is_never_recovered(routes: MemoryRoutes) -> None:
     routes.run(R, Start(seed_profile(), "utility", "inv-u"))
     partial = safe_turn().model_copy(update={"partial_utility_result": True})

@@ -1,0 +1,116 @@
+"""The one settings value every writer of an installation uses.
+
+Built once from the configuration (`EngineSettings.from_config`) and handed to every route
+host (a Ray actor argument) and to every rq worker (`to_environment`: one variable in the
+worker's environment, never on a command line, since it holds the installation key), so a
+transition has the same TTLs, circuit thresholds, backoffs, probe TTL and event retention
+whoever writes it: a host, a backstop job or a dispatch job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from actors.keys import DEFAULT_PREFIX, KeySpace
+from actors.routes.circuit_board import (
+    DEFAULT_INSTALLATION_KEY,
+    DEFAULT_PROBE_TTL_S,
+    CircuitBinding,
+)
+from actors.routes.commands import RouteSettings
+from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
+from circuits import CircuitSettings
+
+SETTINGS_ENV: Final = "RECOVERY_ENGINE_SETTINGS"
+INSTALLATION_KEY_ENV: Final = "RECOVERY_INSTALLATION_KEY"
+_ROUTE_DEFAULTS: Final = RouteSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """What every transition of an installation is written with. `installation_key` keys
+    the credential fingerprints of circuits (None: $RECOVERY_INSTALLATION_KEY, else the
+    built-in one); it never appears in a repr."""
+
+    key_prefix: str = DEFAULT_PREFIX
+    closed_ttl_s: int = _ROUTE_DEFAULTS.closed_ttl_s
+    utility_ttl_s: int = _ROUTE_DEFAULTS.utility_ttl_s
+    events_maxlen: int = DEFAULT_EVENTS_MAXLEN
+    circuit_settings: CircuitSettings = field(default_factory=CircuitSettings)
+    probe_ttl_s: float = DEFAULT_PROBE_TTL_S
+    installation_key: str | None = field(default=None, repr=False)
+    dispatcher: str | None = None
+    queue_name: str | None = None
+
+    def __post_init__(self) -> None:
+        KeySpace(self.key_prefix)  # validates the prefix
+        if self.queue_name is None:  # frozen: the default is filled in once, here
+            object.__setattr__(self, "queue_name", default_queue_name(self.key_prefix))
+        self.route_settings()  # validates the TTLs
+        if self.events_maxlen < 1:
+            raise ValueError(f"events_maxlen must be >= 1, got {self.events_maxlen}")
+        if not self.probe_ttl_s > 0:
+            raise ValueError(f"probe_ttl_s must be > 0, got {self.probe_ttl_s}")
+
+    @property
+    def keys(self) -> KeySpace:
+        return KeySpace(self.key_prefix)
+
+    def route_settings(self, host_id: str | None = None) -> RouteSettings:
+        """The route settings of transitions written for host `host_id`'s routes."""
+        return RouteSettings(
+            host_id=host_id, closed_ttl_s=self.closed_ttl_s, utility_ttl_s=self.utility_ttl_s
+        )
+
+    def circuit_binding(self) -> CircuitBinding:
+        return circuit_binding(
+            self.installation_key, settings=self.circuit_settings, probe_ttl_s=self.probe_ttl_s
+        )
+
+    def to_environment(self) -> dict[str, str]:
+        """The variable that hands these settings to a worker process."""
+        values: dict[str, Any] = {
+            name: getattr(self, name)
+            for name in self.__dataclass_fields__
+            if name != "circuit_settings"
+        }
+        values["circuit_settings"] = self.circuit_settings.model_dump(mode="json")
+        return {SETTINGS_ENV: json.dumps(values)}
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> EngineSettings:
+        """The settings a worker was handed; the defaults (and the installation key of
+        $RECOVERY_INSTALLATION_KEY) for a worker started by hand without them."""
+        text = environ.get(SETTINGS_ENV)
+        if not text:
+            return cls(installation_key=environ.get(INSTALLATION_KEY_ENV))
+        values = json.loads(text)
+        values["circuit_settings"] = CircuitSettings.model_validate(values["circuit_settings"])
+        return cls(**values)
+
+
+def default_queue_name(prefix: str) -> str:
+    """The dispatch queue of a key prefix, as the runtime and `recovery reconcile` name it."""
+    return f"{prefix}-dispatch"
+
+
+def circuit_binding(
+    installation_key: str | None = None,
+    *,
+    settings: CircuitSettings | None = None,
+    probe_ttl_s: float = DEFAULT_PROBE_TTL_S,
+) -> CircuitBinding:
+    """The binding of this installation: the HMAC key of credential fingerprints is
+    `installation_key`, else $RECOVERY_INSTALLATION_KEY, else a fixed default (every
+    process of one installation must use the same key, or they see different circuits);
+    the circuits' `settings` (the defaults of docs/DESIGN.md §3 when None) and probe TTL."""
+    key = installation_key or os.environ.get(INSTALLATION_KEY_ENV)
+    return CircuitBinding(
+        installation_key=key.encode() if key else DEFAULT_INSTALLATION_KEY,
+        settings=settings or CircuitSettings(),
+        probe_ttl_s=probe_ttl_s,
+    )
