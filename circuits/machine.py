@@ -293,3 +293,13 @@ def _count_transient(
         resets = [m.reset_at for m in recent if m.reset_at is not None and m.reset_at > now]
         return _open(state, mark.code, now, max(resets, default=None), settings)
     return state.model_copy(update={"recent_failures": recent})
+
+
+def probe_due(state: CircuitState, now: datetime) -> bool:
+    """Whether the circuit would hand out its probe lease now (open past open-until, or a
+    lease that has expired)."""
+    if state.status is CircuitStatus.CLOSED:
+        return False
+    if state.lease is not None:
+        return state.lease.expires_at <= now
+    return state.open_until is not None and state.open_until <= now

@@ -68,12 +68,12 @@ from actors.routes.commands import (
     StartFresh,
 )
 from actors.routes.eligibility import candidate_resources
-from actors.routes.models import WAITING_STATES, RouteSnapshot, attempt_due
+from actors.routes.models import WAITING_STATES, RouteSnapshot
+from actors.routes.parking import would_dispatch_now
 from actors.routes.profiles import RouteProfile, profile_from_json
 from actors.store.circuit_store import CircuitStore
 from actors.store.route_store import RouteStore
 from circuits import (
-    CircuitState,
     CircuitStatus,
     DenialReason,
     ProbeDenied,
@@ -171,14 +171,14 @@ class CircuitEffects:
     ) -> None:
         asked: set[str] = set()
         for (route_id, command), snapshot in zip(items, snapshots, strict=True):
-            if not _due_attempt(command, snapshot, now):
+            if not would_dispatch_now(command, snapshot, now):
                 continue
             park = board.blocking(board.key_of(snapshot), now)
             if park is None or park.circuit in asked:
                 continue
             state = board.states[park.circuit]
             resource = board.resource(park.circuit)
-            if resource is None or not _probe_due(state, now):
+            if resource is None or not machine.probe_due(state, now):
                 continue
             asked.add(park.circuit)
             holder = f"{route_id}:{snapshot.generation}:{snapshot.attempt_ordinal}"
@@ -377,25 +377,3 @@ class CircuitEffects:
     def _observe_change(self, status: CircuitStatus) -> None:
         if self.observer is not None:
             self.observer.state_change(status.value)
-
-
-def _due_attempt(command: RouteCommand, snapshot: RouteSnapshot, now: datetime) -> bool:
-    """A command that would dispatch the route's pending attempt now if nothing stopped
-    it: its timer (the attempt still pending, its deadline come) or a retry-now."""
-    if snapshot.state not in WAITING_STATES:
-        return False
-    if isinstance(command, RetryNow):
-        return command.expected_generation == snapshot.generation
-    if isinstance(command, FireDue):
-        return attempt_due(snapshot, command.fence(snapshot.route_id), now)
-    return False
-
-
-def _probe_due(state: CircuitState, now: datetime) -> bool:
-    """The circuit would hand out its probe lease now (open past open-until, or a lease
-    that has expired)."""
-    if state.status is CircuitStatus.CLOSED:
-        return False
-    if state.lease is not None:
-        return state.lease.expires_at <= now
-    return state.open_until is not None and state.open_until <= now

@@ -12,8 +12,14 @@ from datetime import datetime
 from typing import Any
 
 from actors.routes.circuit_board import REASON_PARKED, REASON_PROBE, REASON_RELEASED, Park, Probe
-from actors.routes.commands import ReleaseParked, RouteContext
-from actors.routes.models import AttemptDecision, RouteSnapshot, Transition
+from actors.routes.commands import FireDue, ReleaseParked, RetryNow, RouteCommand, RouteContext
+from actors.routes.models import (
+    WAITING_STATES,
+    AttemptDecision,
+    RouteSnapshot,
+    Transition,
+    attempt_due,
+)
 from actors.routes.steps import WAITING, clip, step, updated
 
 
@@ -85,3 +91,15 @@ def release_transition(
     )  # fmt: skip
     planned = step(snapshot, context, cause="circuit_release", route=route, decision=None)
     return planned.model_copy(update={"host_id": None})
+
+
+def would_dispatch_now(command: RouteCommand, snapshot: RouteSnapshot, now: datetime) -> bool:
+    """A command that would dispatch the route's pending attempt now if nothing stopped
+    it: its timer (the attempt still pending, its deadline come) or a retry-now."""
+    if snapshot.state not in WAITING_STATES:
+        return False
+    if isinstance(command, RetryNow):
+        return command.expected_generation == snapshot.generation
+    if isinstance(command, FireDue):
+        return attempt_due(snapshot, command.fence(snapshot.route_id), now)
+    return False
