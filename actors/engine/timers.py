@@ -86,7 +86,8 @@ class RouteTimers:
     def track(self, snapshot: RouteSnapshot) -> None:
         """Arm, re-arm or cancel the route's timer to match an authoritative snapshot."""
         current = self._pending.get(snapshot.route_id)
-        if current is not None and _order(snapshot.attempt) < _order(current.fence):
+        attempt = (snapshot.generation, snapshot.attempt_ordinal)
+        if current is not None and attempt < _order(current.fence):
             return  # an older answer arriving late: the armed timer is newer
         if snapshot.state in WAITING_STATES and snapshot.deadline is not None:
             self.arm(snapshot.attempt, snapshot.deadline)

@@ -202,8 +202,13 @@ class RouteSnapshot(RouteFields):
 
 
 def holds_attempt(snapshot: RouteSnapshot, fence: AttemptFence) -> bool:
-    """Whether `fence` is the route's current attempt (same route, generation, ordinal)."""
-    return snapshot.attempt == fence
+    """Whether `fence` is the route's current attempt (same route, generation, ordinal).
+    Compared field by field: a timer asks this on every fire, and builds nothing."""
+    return (
+        snapshot.attempt_ordinal == fence.ordinal
+        and snapshot.generation == fence.generation
+        and snapshot.route_id == fence.route_id
+    )
 
 
 def attempt_due(snapshot: RouteSnapshot, fence: AttemptFence, now: datetime) -> bool:
