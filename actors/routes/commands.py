@@ -64,6 +64,19 @@ class RouteContext:
             raise ValueError(f"a route context needs an aware time, got {self.now!r}")
 
 
+class ForAttempt:
+    """A command about one scheduled attempt of its route (its `generation` and attempt
+    `ordinal`)."""
+
+    __slots__ = ()
+    generation: int
+    ordinal: int
+
+    def fence(self, route_id: str) -> AttemptFence:
+        """The attempt this command is about, on route `route_id`."""
+        return AttemptFence(route_id, self.generation, self.ordinal)
+
+
 @dataclass(frozen=True, slots=True)
 class Start:
     """A new route on the profile's first enabled candidate, generation 1.
@@ -96,16 +109,12 @@ class ReportSuccess:
 
 
 @dataclass(frozen=True, slots=True)
-class FireDue:
+class FireDue(ForAttempt):
     """A timer for the attempt (generation, ordinal): fires only if that attempt is still
     the one pending and its deadline has come; otherwise nothing happens."""
 
     generation: int
     ordinal: int
-
-    def fence(self, route_id: str) -> AttemptFence:
-        """The attempt this timer is for, on route `route_id`."""
-        return AttemptFence(route_id, self.generation, self.ordinal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +182,7 @@ class UpdateProfile:
 
 
 @dataclass(frozen=True, slots=True)
-class SettleDispatch:
+class SettleDispatch(ForAttempt):
     """A dispatch job's verdict on attempt (generation, ordinal): `action_required` with
     `reason` (an ambiguous outcome, a dispatcher that cannot be loaded). With
     `keep_probe_lease` an attempt that was its circuit's probe keeps the lease to its TTL:
@@ -184,21 +193,15 @@ class SettleDispatch:
     reason: str
     keep_probe_lease: bool = False
 
-    def fence(self, route_id: str) -> AttemptFence:
-        return AttemptFence(route_id, self.generation, self.ordinal)
-
 
 @dataclass(frozen=True, slots=True)
-class ReturnUnsent:
+class ReturnUnsent(ForAttempt):
     """The dispatcher sent nothing for attempt (generation, ordinal): the attempt goes back
     to the policy (actors/routes/dispatch_outcomes.py). `detail`: what the dispatcher said."""
 
     generation: int
     ordinal: int
     detail: str
-
-    def fence(self, route_id: str) -> AttemptFence:
-        return AttemptFence(route_id, self.generation, self.ordinal)
 
 
 RouteCommand = (
