@@ -24,10 +24,10 @@ not import Ray until something Ray-bound is used.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    __version__: str
     from actors.engine.config import ConfigError, RuntimeConfig, load_config
     from actors.errors import (
         CorruptProfileError,
@@ -86,10 +86,6 @@ _EXPORTS: Final[dict[str, str]] = {
     "InvalidRouteIdError": "actors.errors",
 }
 
-try:
-    __version__: Final[str] = version("provider-recovery")
-except PackageNotFoundError:  # run from a checkout that was never installed
-    __version__ = "0+unknown"  # type: ignore[misc]  # Final assigned once on either branch
 
 __all__ = [  # noqa: RUF022 - grouped by what an orchestrator reaches for first
     "RecoveryRuntime",
@@ -124,8 +120,22 @@ __all__ = [  # noqa: RUF022 - grouped by what an orchestrator reaches for first
 ]
 
 
+def _version() -> str:
+    """The installed distribution's version: read on first use (reading the installed
+    metadata costs tens of milliseconds, which every process importing actors would pay)."""
+    from importlib import metadata  # noqa: PLC0415 - its import alone costs ~45 ms
+
+    try:
+        return metadata.version("provider-recovery")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
     """Load an exported name from its layer on first use (PEP 562)."""
+    if name == "__version__":
+        found = globals()[name] = _version()
+        return found
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'actors' has no attribute {name!r}")
