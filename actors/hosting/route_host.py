@@ -146,7 +146,6 @@ class RouteHost:
         self._reconciled: ReconcileReport | None = None
         self._wakes = Redis.from_url(redis_url, decode_responses=True)
         self._following: asyncio.Task[None] | None = None
-        self._closing = False
         # Ray runs an async actor's __init__ on its event loop: start rehydrating now,
         # without waiting for a first call (a restarted host has timers to fire).
         self._loop = asyncio.get_running_loop()
@@ -185,7 +184,6 @@ class RouteHost:
 
     async def aclose(self) -> None:
         """Cancel the timers and close the Redis pools (the schedules stay in Redis)."""
-        self._closing = True
         if self._following is not None:
             self._following.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -226,14 +224,12 @@ class RouteHost:
 
     async def _follow_wakes(self, after: str) -> None:
         """Arm the timers of waits jobs wrote for this host's routes (actors/store/wakes.py)."""
-        while not self._closing:
+        while True:
             try:
                 after, wakes = await next_wakes(
                     self._wakes, self._keys, self.host_id, after, block_ms=WAKE_BLOCK_MS
                 )
             except RecoveryError as error:  # Redis away: the backstop still covers them
-                if self._closing:  # redis-py turns a cancelled blocking read into an error
-                    return
                 log.warning("route host %s cannot follow its wakes: %s", self.host_id, error)
                 await asyncio.sleep(REHYDRATE_RETRY_S)
                 continue

@@ -11,6 +11,7 @@ fenced on the attempt like any other.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -80,7 +81,9 @@ async def next_wakes(
             {keys.host_wakes(host_id): after}, count=FOLLOW_COUNT, block=block_ms
         )
     except RedisError as error:
+        _raise_if_cancelled()
         raise StoreUnavailableError("wakes", type(error).__name__) from error
+    _raise_if_cancelled()
     wakes: list[Wake] = []
     for _stream, entries in reply or []:
         for entry_id, fields in entries:
@@ -89,6 +92,15 @@ async def next_wakes(
             if wake is not None:
                 wakes.append(wake)
     return after, wakes
+
+
+def _raise_if_cancelled() -> None:
+    """redis-py can swallow a cancel that lands while it opens its connection (the read
+    then returns, or fails, as if nothing happened): honour the cancel the caller asked
+    for, or a follower would never stop."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _decoded(fields: dict[str, str]) -> Wake | None:

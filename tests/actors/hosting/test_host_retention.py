@@ -107,3 +107,19 @@ def test_the_events_stream_is_trimmed_to_the_configured_length(
     # Untrimmed (the default MAXLEN is far above), all 300 would remain.
     assert EVENTS_WRITTEN < DEFAULT_EVENTS_MAXLEN
     assert asyncio.run(scenario()) < EVENTS_WRITTEN
+
+
+def test_a_host_closed_right_after_it_is_ready_stops_following_its_wakes(
+    redis_url: str, keys: KeySpace
+) -> None:
+    """A cancel landing while the wake follower opens its connection was swallowed by
+    redis-py, and closing the host hung."""
+
+    async def scenario() -> bool:
+        host = RouteHost("host-0", redis_url, EngineSettings(key_prefix=keys.prefix))
+        await host.ready()
+        following = host._following
+        await asyncio.wait_for(host.aclose(), timeout=3)  # closing takes ~0.05 s
+        return following is not None and following.done()
+
+    assert asyncio.run(scenario())
