@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -21,9 +20,10 @@ from typing import Any, Final
 
 from actors.cli.common import CliError
 from actors.cli.format import due_in_s, relative, table
+from actors.cli.installation import installation, installation_options
 from actors.cli.policy import aware_datetime
 from actors.errors import RecoveryError
-from actors.keys import DEFAULT_PREFIX, KeySpace
+from actors.keys import KeySpace
 from actors.routes.circuit_models import CircuitView
 from actors.store.circuit_store import CircuitStore
 from policy.decisions import utc_iso
@@ -34,15 +34,9 @@ TIMEOUT_S: Final = 5.0
 
 def register(commands: Any) -> None:
     command = commands.add_parser(
-        "circuits", help="every provider-resource circuit: state, open-until, probe, parked"
-    )
-    command.add_argument(
-        "--redis-url",
-        metavar="URL",
-        help="redis://host:port/db or unix:///path/redis.sock (default: $REDIS_URL)",
-    )
-    command.add_argument(
-        "--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})"
+        "circuits",
+        help="every provider-resource circuit: state, open-until, probe, parked",
+        parents=[installation_options()],
     )
     command.add_argument("--json", action="store_true", help="one JSON object per line")
     command.add_argument(
@@ -56,11 +50,9 @@ def register(commands: Any) -> None:
 
 def run_circuits(args: argparse.Namespace) -> int:
     try:
-        keys = KeySpace(args.prefix)  # an invalid prefix fails before connecting
-        url = args.redis_url or os.environ.get("REDIS_URL")
-        if not url:
-            raise CliError("no Redis URL: pass --redis-url URL or set REDIS_URL")
-        circuits = asyncio.run(read_circuits(url, keys))
+        found = installation(args)  # a bad setting or prefix fails before connecting
+        keys = found.settings.keys
+        circuits = asyncio.run(read_circuits(found.url, keys))
     except (CliError, RecoveryError) as error:
         print(f"recovery circuits: {error}", file=sys.stderr)
         return EXIT_ERROR

@@ -2,7 +2,6 @@
 or `REDIS_URL` (failing fast, its password never printed) and one-line errors with exit 2."""
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -19,7 +18,6 @@ from actors.errors import (
     RecoveryError,
     StoreUnavailableError,
 )
-from actors.keys import KeySpace
 
 EXIT_ERROR: Final = 2
 TIMEOUT_S: Final = 5.0
@@ -43,9 +41,10 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
         ) as error:
             message = str(error)
         except redis.RedisError as error:
-            url = redacted(redis_url_of(args))
             detail = str(error) or type(error).__name__
-            message = f"cannot read Redis at {url}: {detail}"
+            given = getattr(args, "redis_url", None)
+            at = f" at {redacted(given)}" if given else ""
+            message = f"cannot read Redis{at}: {detail}"
         print(f"recovery {args.command}: {message}", file=sys.stderr)
         return EXIT_ERROR
 
@@ -53,16 +52,6 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 
 
 # -- connection ---------------------------------------------------------------------------
-
-
-def redis_url_of(args: argparse.Namespace) -> str:
-    url: str | None = args.redis_url or os.environ.get("REDIS_URL")
-    if not url:
-        raise CliError(
-            "no Redis URL: pass --redis-url URL or set REDIS_URL "
-            "(the embedded Redis is unix:///<data dir>/redis.sock, printed by `recovery up`)"
-        )
-    return url
 
 
 def redacted(url: str) -> str:
@@ -94,11 +83,6 @@ def connect(url: str) -> redis.Redis:
         detail = str(error) or type(error).__name__
         raise CliError(f"cannot reach Redis at {redacted(url)}: {detail}") from None
     return client
-
-
-def open_redis(args: argparse.Namespace) -> tuple[redis.Redis, KeySpace]:
-    keys = KeySpace(args.prefix)  # an invalid prefix fails before connecting
-    return connect(redis_url_of(args)), keys
 
 
 def args_now(args: argparse.Namespace) -> datetime:

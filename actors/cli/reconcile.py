@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -26,12 +25,11 @@ from typing import Any, Final
 import redis
 
 from actors.cli.common import CliError
-from actors.engine.config import load_config
+from actors.cli.installation import installation, installation_options
 from actors.errors import RecoveryError
 from actors.jobs.queue import default_queue_name, dispatch_queue
 from actors.jobs.reconcile import reconcile
 from actors.jobs.worker_engine import WorkerEngine
-from actors.keys import DEFAULT_PREFIX, KeySpace
 
 EXIT_ERROR: Final = 2
 TIMEOUT_S: Final = 5.0
@@ -42,14 +40,7 @@ def register(commands: Any) -> None:
     command = commands.add_parser(
         "reconcile",
         help="re-enqueue provably undispatched retries, settle ambiguous dispatches",
-    )
-    command.add_argument(
-        "--redis-url",
-        metavar="URL",
-        help="redis://host:port/db or unix:///path/redis.sock (default: $REDIS_URL)",
-    )
-    command.add_argument(
-        "--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})"
+        parents=[installation_options()],
     )
     command.add_argument(
         "--dispatcher",
@@ -77,19 +68,21 @@ def run_reconcile(args: argparse.Namespace) -> int:
 
 
 def reconcile_line(args: argparse.Namespace, now: datetime) -> str:
-    url = args.redis_url or os.environ.get("REDIS_URL")
-    if not url:
-        raise CliError("no Redis URL: pass --redis-url URL or set REDIS_URL")
-    dispatcher = args.dispatcher or os.environ.get(DISPATCHER_ENV)
+    found = installation(args)  # the installation's settings, as its hosts write with them
+    settings = found.settings
+    if args.dispatcher:
+        settings = replace(settings, dispatcher=args.dispatcher)
+    if args.queue:
+        settings = replace(settings, queue_name=args.queue)
+    dispatcher = settings.dispatcher
     if not dispatcher:
         raise CliError(f"no dispatcher: pass --dispatcher MODULE:CALLABLE or set {DISPATCHER_ENV}")
-    keys = KeySpace(args.prefix)
-    queue_name = args.queue or default_queue_name(keys.prefix)
+    keys = settings.keys
+    queue_name = settings.queue_name or default_queue_name(keys.prefix)
+    url = found.url
     connection = redis.Redis.from_url(
         url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S
     )
-    # The installation's settings, as its hosts write with them (RECOVERY_* and its TOML).
-    settings = replace(load_config(None, os.environ).engine_settings(), key_prefix=keys.prefix)
     engine = WorkerEngine(url, settings)
     try:
         queue = dispatch_queue(connection, queue_name)

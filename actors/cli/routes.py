@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from actors.cli.common import CliError, args_now, guarded, open_redis
+from actors.cli.common import CliError, args_now, guarded
 from actors.cli.format import cell, due_in_s, relative, table, when
+from actors.cli.installation import installation_options, open_redis
 from actors.cli.policy import aware_datetime
-from actors.keys import DEFAULT_PREFIX, valid_route_id
+from actors.keys import valid_route_id
 from actors.routes.models import (
     ROUTE_STATES,
     AttemptRecord,
@@ -44,15 +45,7 @@ ROUTE_LIST_EXCLUDE: Final = frozenset({"profile", "policy_snapshot", "cycle"})
 
 
 def register(commands: Any) -> None:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--redis-url",
-        metavar="URL",
-        help="redis://host:port/db or unix:///path/redis.sock (default: $REDIS_URL)",
-    )
-    common.add_argument(
-        "--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})"
-    )
+    common = argparse.ArgumentParser(add_help=False, parents=[installation_options()])
     common.add_argument("--json", action="store_true", help="one JSON object per line")
     common.add_argument(
         "--now",

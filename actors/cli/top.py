@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC
-from pathlib import Path
 from typing import Any, Final
 
 import redis
@@ -34,12 +32,11 @@ from rich.text import Text
 
 from actors.cli.common import CliError, connect
 from actors.cli.format import relative
+from actors.cli.installation import installation, installation_options
 from actors.cli.top_frame import SampledCounts, TopFrame, compute_frame
 from actors.cli.top_reads import TopLimits, read_frame
-from actors.engine.config import DEFAULT_DATA_DIR
 from actors.errors import RecoveryError
-from actors.keys import DEFAULT_PREFIX, KeySpace
-from actors.store.embedded import EmbeddedRedis
+from actors.keys import KeySpace
 
 EXIT_ERROR: Final = 2
 MAX_DEADLINES: Final = 100
@@ -49,16 +46,9 @@ _DEFAULTS: Final = TopLimits()
 
 def register(commands: Any) -> None:
     command = commands.add_parser(
-        "top", help="live counts from Redis: routes, schedules, transitions/s, circuits"
-    )
-    command.add_argument(
-        "--redis-url",
-        metavar="URL",
-        help="redis://host:port/db or unix:///path/redis.sock "
-        "(default: $REDIS_URL, else the embedded Redis of `recovery up`)",
-    )
-    command.add_argument(
-        "--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})"
+        "top",
+        help="live counts from Redis: routes, schedules, transitions/s, circuits",
+        parents=[installation_options()],
     )
     command.add_argument(
         "--interval", type=positive_seconds, default=1.0, metavar="SECONDS",
@@ -111,29 +101,14 @@ def scan_budget(text: str) -> int:
     return _bounded_int(text, 1, None)
 
 
-def redis_url(flag: str | None, environ: Mapping[str, str]) -> str:
-    """The flag, else REDIS_URL, else the embedded Redis's socket when it exists."""
-    if flag:
-        return flag
-    if environ.get("REDIS_URL", "").strip():
-        return environ["REDIS_URL"].strip()
-    data_dir = Path(environ.get("RECOVERY_DATA_DIR", "").strip() or DEFAULT_DATA_DIR)
-    embedded = EmbeddedRedis(data_dir.expanduser())
-    if embedded.socket_path.exists():
-        return embedded.url
-    raise CliError(
-        "no Redis URL: pass --redis-url URL or set REDIS_URL "
-        f"(and no embedded Redis socket at {embedded.socket_path}; `recovery up` starts one)"
-    )
-
-
 def run_top(args: argparse.Namespace) -> int:
     limits = TopLimits(window_s=args.window, deadlines=args.deadlines, scan_keys=args.scan_keys)
     try:
         if args.json and not args.once:
             raise CliError("--json needs --once (the live view is for a terminal)")
-        keys = KeySpace(args.prefix)  # an invalid prefix fails before connecting
-        client = connect(redis_url(args.redis_url, os.environ))
+        found = installation(args)  # a bad setting or prefix fails before connecting
+        keys = found.settings.keys
+        client = connect(found.url)
         with client:
             if args.once:
                 show_once(client, keys, limits, as_json=args.json)

@@ -208,8 +208,10 @@ class BatchRunner:
             except RecoveryError as error:
                 return [error] * len(items), []
             context = replace(context, circuits=board)
+            snapshots = list(snapshots)
             outcomes, planned = self._plan(items, snapshots, context)
-            await self._apply(planned, outcomes)
+            lost = await self._apply(planned, outcomes)
+            await self._replan(lost, items, snapshots, outcomes, context)
             await self._complete_switches(outcomes)
             await self._settle_timers(items, outcomes)
             releases: list[Release] = []
@@ -248,17 +250,46 @@ class BatchRunner:
 
     async def _apply(
         self, planned: Sequence[tuple[int, Transition]], outcomes: list[Outcome]
-    ) -> None:
+    ) -> list[int]:
+        """Apply the planned transitions into `outcomes`; the indexes whose write lost
+        the fence (another writer moved the route between this round's read and write)."""
         if not planned:
-            return
+            return []
         try:
             applied: Sequence[Outcome] = await self.store.apply_many([t for _, t in planned])
         except StoreUnavailableError as error:
             applied = [error] * len(planned)
+        lost: list[int] = []
         for (index, _), result in zip(planned, applied, strict=True):
             outcomes[index] = result
-            if self._on_applied is not None and isinstance(result, RouteSnapshot):
+            if isinstance(result, TransitionRejectedError):
+                lost.append(index)
+            elif self._on_applied is not None and isinstance(result, RouteSnapshot):
                 self._on_applied(result)
+        return lost
+
+    async def _replan(
+        self,
+        lost: Sequence[int],
+        items: Sequence[tuple[str, RouteCommand]],
+        snapshots: list[RouteSnapshot],
+        outcomes: list[Outcome],
+        context: RouteContext,
+    ) -> None:
+        """The losers of the fence re-read their routes and are planned once more against
+        what the winner wrote (the same command, round and board: the board counts a
+        route's failure once however often it is planned). A second loss stands."""
+        if not lost:
+            return
+        try:
+            fresh = await self.store.snapshots([items[i][0] for i in lost])
+        except StoreUnavailableError:
+            return  # the rejection stands; nothing was written
+        again, planned = self._plan([items[i] for i in lost], fresh, context)
+        await self._apply(planned, again)
+        for index, snapshot, outcome in zip(lost, fresh, again, strict=True):
+            snapshots[index] = snapshot
+            outcomes[index] = outcome
 
     async def _complete_switches(self, outcomes: list[Outcome]) -> None:
         """The skips are durable; those routes now run on their next candidate."""
@@ -269,11 +300,9 @@ class BatchRunner:
                 transition = plan(outcome, CompleteSwitch(outcome.generation), context)
                 if transition is not None:
                     planned.append((index, transition))
-        await self._apply(planned, outcomes)
-        lost = [
-            (i, t.route_id) for i, t in planned if isinstance(outcomes[i], TransitionRejectedError)
-        ]
-        await self._reread(lost, outcomes)
+        lost = await self._apply(planned, outcomes)
+        by_index = dict(planned)
+        await self._reread([(i, by_index[i].route_id) for i in lost], outcomes)
 
     async def _settle_timers(
         self, items: Sequence[tuple[str, RouteCommand]], outcomes: list[Outcome]

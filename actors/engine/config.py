@@ -85,6 +85,11 @@ _TRUE: Final = frozenset({"true", "yes", "on", "1"})
 _FALSE: Final = frozenset({"false", "no", "off", "0"})
 
 
+SECRET_SETTINGS: Final = frozenset({"redis_url", "installation_key"})
+"""Settings whose value may hold a secret: a refusal never carries it (WITHHELD instead)."""
+WITHHELD: Final = "<withheld>"
+
+
 class ConfigError(RecoveryError):
     """A setting that cannot be used: `source` is the file, environment variable or flag
     it came from, `field` the setting (None for the file as a whole), `value` the value."""
@@ -150,8 +155,9 @@ def _text(value: object) -> str:
 
 def _redis_url(value: object) -> str:
     url = _text(value)
-    if not url.startswith(REDIS_SCHEMES):
-        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, got {value!r}")
+    if not url.startswith(REDIS_SCHEMES):  # only the scheme: the rest may hold a password
+        scheme = url.partition("://")[0] if "://" in url else url[:16]
+        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, got scheme {scheme!r}")
     return url
 
 
@@ -318,7 +324,8 @@ def _validated(given: Mapping[str, _Given]) -> RuntimeConfig:
         name = str(first["loc"][0])
         cause = first.get("ctx", {}).get("error")
         reason = str(cause) if cause is not None else first["msg"]
-        raise ConfigError(given[name].source, name, given[name].value, reason) from None
+        value = WITHHELD if name in SECRET_SETTINGS else given[name].value
+        raise ConfigError(given[name].source, name, value, reason) from None
     _check_circuits(config, given)
     return config
 

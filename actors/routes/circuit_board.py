@@ -190,6 +190,7 @@ class CircuitBoard:
         self.denials: dict[str, ProbeDenied] = dict(denials or {})
         self.failures: dict[str, list[tuple[Classification, str]]] = {}
         self.verdicts: dict[str, tuple[ProbeVerdict, datetime | None]] = {}
+        self._noted: set[str] = set()  # routes whose report is folded in (once each)
 
     def key_of(self, snapshot: RouteSnapshot) -> ResourceKey | None:
         return candidate_key(snapshot, self.binding)
@@ -202,8 +203,9 @@ class CircuitBoard:
 
     def note_failure(self, snapshot: RouteSnapshot, failure: Classification, now: datetime) -> None:
         """A failure on the route's current candidate: the probe's verdict when the route
-        was the probe, else counted against the circuit its scope names."""
-        if not self.counts_failures:
+        was the probe, else counted against the circuit its scope names. A route planned
+        twice in a round (it lost the fence and was re-planned) is folded in once."""
+        if not self.counts_failures or not self._first_note(snapshot.route_id):
             return
         if snapshot.probe_token is not None and snapshot.circuit is not None:
             verdict = _probe_verdict(failure, now)
@@ -223,9 +225,17 @@ class CircuitBoard:
         self.failures.setdefault(target.resource_id, []).append((failure, snapshot.route_id))
 
     def note_success(self, snapshot: RouteSnapshot, now: datetime) -> None:
+        if not self._first_note(snapshot.route_id):
+            return
         if snapshot.probe_token is not None and snapshot.circuit is not None:
             self._verdict(snapshot.route_id, snapshot.circuit, snapshot.probe_token, True,
                           None, now)  # fmt: skip
+
+    def _first_note(self, route_id: str) -> bool:
+        if route_id in self._noted:
+            return False
+        self._noted.add(route_id)
+        return True
 
     def _verdict(  # noqa: PLR0917 - one probe report, spelled out
         self,

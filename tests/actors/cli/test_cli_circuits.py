@@ -120,9 +120,15 @@ def test_circuits_without_a_redis_url_is_one_line_on_stderr(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--prefix", "bad prefix"], "invalid key prefix 'bad prefix'"),
+        (
+            ["--prefix", "bad prefix"],
+            "--key-prefix: must match [A-Za-z0-9._:-]{1,64} and not end with ':', got 'bad prefix'",
+        ),
         (["--redis-url", "redis://127.0.0.1:1/0"], "circuit store unavailable during"),
-        (["--redis-url", "nota://url"], "invalid Redis URL"),
+        (
+            ["--redis-url", "nota://url"],
+            "--redis-url: must be a redis://, rediss:// or unix:// URL",
+        ),
     ],
 )
 def test_circuits_problems_are_one_line_and_exit_two(

@@ -18,7 +18,7 @@ import fakeredis
 import pytest
 import redis
 
-from actors.cli import common
+from actors.cli import installation
 from actors.cli.common import connect
 from actors.cli.format import relative, table
 from actors.cli.main import main
@@ -455,8 +455,14 @@ def test_redis_url_comes_from_the_environment(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--redis-url", "http://localhost"], "invalid Redis URL 'http://localhost'"),
-        (["--redis-url", "redis://localhost", "--prefix", "a*b"], "invalid key prefix 'a*b'"),
+        (
+            ["--redis-url", "http://localhost"],
+            "--redis-url: must be a redis://, rediss:// or unix:// URL, got scheme 'http'",
+        ),
+        (
+            ["--redis-url", "redis://localhost", "--prefix", "a*b"],
+            "--key-prefix: must match [A-Za-z0-9._:-]{1,64} and not end with ':', got 'a*b'",
+        ),
     ],
 )
 def test_a_bad_url_or_prefix_is_one_line_and_exit_2(
@@ -476,7 +482,7 @@ def test_a_route_whose_profile_is_not_json_is_one_line_naming_it_and_exit_2(
     keys = KeySpace()
     client.hset(keys.route("r-1"), mapping={"state": "active", "generation": "1"})
     client.hset(keys.route("r-1"), "profile", "not json")
-    monkeypatch.setattr(common, "connect", lambda url: client)
+    monkeypatch.setattr(installation, "connect", lambda url: client)
 
     assert main([*argv, "--redis-url", "redis://localhost"]) == 2
 

@@ -3,6 +3,7 @@ both, and errors that name where a bad value came from, the setting and the valu
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,11 @@ IMPORT_PATH = "must be an import path 'package.module:callable', got "
         ("RECOVERY_KEY_PREFIX", "bad prefix", "must match"),
         ("RECOVERY_KEY_PREFIX", "ends:", "got 'ends:'"),
         ("RECOVERY_QUEUE", "two words", "must match"),
-        ("REDIS_URL", "http://db", "must be a redis://, rediss:// or unix:// URL, got 'http://db'"),
+        (
+            "REDIS_URL",
+            "http://db",
+            "must be a redis://, rediss:// or unix:// URL, got scheme 'http'",
+        ),
     ],
 )
 def test_a_bad_environment_value_names_the_variable_and_the_value(
@@ -167,7 +172,8 @@ def test_a_bad_environment_value_names_the_variable_and_the_value(
     error = config_error(None, {variable: value})
     assert str(error).startswith(f"{variable}: ")
     assert reason in str(error)
-    assert (error.source, error.field, error.value) == (variable, ENVIRONMENT[variable], value)
+    shown = "<withheld>" if variable == "REDIS_URL" else value  # a URL may hold a password
+    assert (error.source, error.field, error.value) == (variable, ENVIRONMENT[variable], shown)
 
 
 @pytest.mark.parametrize(
@@ -354,3 +360,12 @@ def test_a_runtime_from_a_config_carries_the_circuit_settings_to_hosts_and_worke
     assert handed.circuit_settings == config.circuit_settings()
     assert "install-7" not in repr(runtime)
     assert "install-7" not in repr(runtime.settings)
+
+
+def test_a_refused_redis_url_is_named_by_its_scheme_only_never_its_password() -> None:
+    error = config_error(None, {"REDIS_URL": "http://user:hunter2pw@db:6379/0"})
+    assert "got scheme 'http'" in str(error)
+    assert "hunter2pw" not in str(error)
+    assert "hunter2pw" not in repr(error.args)
+    assert error.value == "<withheld>"
+    assert "hunter2pw" not in repr(pickle.loads(pickle.dumps(error)).__dict__)

@@ -29,7 +29,7 @@ from actors.routes.commands import (
 from actors.routes.models import RouteSnapshot
 from actors.routes.plan import plan
 from actors.store.route_codec import applied_snapshot
-from circuits import CircuitState, ProbeGrant, ResourceKey, machine
+from circuits import CircuitState, CircuitStatus, ProbeGrant, ResourceKey, machine
 from policy import DynamicProfile, Outcome
 from tests.actors.route_builders import T0
 from tests.actors.route_scenarios import (
@@ -190,6 +190,20 @@ def test_failures_of_one_round_open_the_circuit_for_the_routes_planned_after_the
     # three transient failures from two routes open it (docs/DESIGN.md §3): the third on
     assert [d.reason == REASON_PARKED for d in decided] == [False, False, True, True]
     assert len(circuits.failures[provider_key(routes[0]).resource_id]) == 4
+
+
+def test_a_route_planned_again_in_its_round_is_counted_on_the_circuit_once() -> None:
+    """A loser of the fence is re-planned in the same round (actors/engine/batch.py): its
+    failure must not count twice towards opening the circuit."""
+    route, other = started("route-1"), started("route-2")
+    circuits = board(route, CircuitState())
+    for _ in range(3):  # the first plan and re-plans of the same report
+        report(route, T0, circuits)
+    provider = provider_key(route).resource_id
+    assert [routed for _, routed in circuits.failures[provider]] == ["route-1"]
+    assert circuits.states[provider].status is CircuitStatus.CLOSED
+    report(other, T0, circuits)
+    assert [routed for _, routed in circuits.failures[provider]] == ["route-1", "route-2"]
 
 
 @pytest.mark.parametrize("code", ["context_length_exceeded", "content_policy"])
