@@ -151,6 +151,16 @@ class KeySpace:
     def circuits(self) -> str:
         return f"{self.prefix}:circuits"
 
+    @property
+    def installation(self) -> str:
+        """The installation's record: its host ring, Ray address and public settings."""
+        return f"{self.prefix}:installation"
+
+    @property
+    def installation_owner(self) -> str:
+        """The owner's lease (its token, with a TTL the owner keeps renewing)."""
+        return f"{self.prefix}:installation:owner"
+
     def pattern(self) -> str:
         """A SCAN MATCH pattern for every key under this prefix (test cleanup, tooling);
         the prefix admits no glob characters, so it needs no escaping."""

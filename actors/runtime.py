@@ -3,9 +3,8 @@
 Kept for code written against the flat layout.
 """
 
+from actors.hosting.installation import HOST_STOP_POLL_S, HOST_STOP_TIMEOUT_S
 from actors.hosting.runtime import (
-    HOST_STOP_POLL_S,
-    HOST_STOP_TIMEOUT_S,
     NAMESPACE,
     REDIS_TIMEOUT_S,
     RecoveryRuntime,

@@ -17,6 +17,7 @@ from actors.cli import reconcile as cli_reconcile
 from actors.cli import routes as cli_routes
 from actors.cli import top as cli_top
 from actors.cli import up_command as cli_up
+from actors.cli import workers as cli_workers
 
 DISTRIBUTION: Final = "provider-recovery"
 
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_up.register(commands)
     cli_demo.register(commands)
     cli_top.register(commands)
+    cli_workers.register(commands)
     return parser
 
 

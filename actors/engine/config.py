@@ -10,9 +10,12 @@ variable counts as unset. Every setting, with its TOML key and environment varia
     ray_address     RAY_ADDRESS                none: a local Ray started for the runtime
     ray_cpus        RECOVERY_RAY_CPUS          all cores (only for a local Ray)
     ray_dashboard   RECOVERY_RAY_DASHBOARD     true (only for a local Ray)
+    ray_host        RECOVERY_RAY_HOST          127.0.0.1: the interface a local Ray's
+                                               node and dashboard bind to
     hosts           RECOVERY_HOSTS             2 route host actors
     dispatcher      RECOVERY_DISPATCHER        none: no dispatch ("module:callable")
-    workers         RECOVERY_WORKERS           1 rq worker process (with a dispatcher)
+    workers         RECOVERY_WORKERS           1 rq worker process (with a dispatcher;
+                                               0: none here, `recovery workers` elsewhere)
     queue           RECOVERY_QUEUE             <key_prefix>-dispatch
     worker_paths    RECOVERY_WORKER_PATHS      none (import paths for the workers;
                                                a TOML list, or os.pathsep-separated)
@@ -125,6 +128,15 @@ def _positive_int(value: object) -> int:
     raise ValueError(f"must be an integer >= 1, got {value!r}")
 
 
+def _count(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    text = value.strip() if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit():
+        return int(text)
+    raise ValueError(f"must be an integer >= 0, got {value!r}")
+
+
 def _positive_float(value: object) -> float:
     number: float | None = None
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -213,9 +225,10 @@ class RuntimeConfig(BaseModel):
     ray_address: Annotated[str | None, BeforeValidator(_optional(_text))] = None
     ray_cpus: Annotated[int | None, BeforeValidator(_optional(_positive_int))] = None
     ray_dashboard: Annotated[bool, BeforeValidator(_boolean)] = True
+    ray_host: Annotated[str, BeforeValidator(_text)] = "127.0.0.1"
     hosts: PositiveInt = DEFAULT_HOSTS
     dispatcher: Annotated[str | None, BeforeValidator(_optional(_dispatcher))] = None
-    workers: PositiveInt = DEFAULT_WORKER_COUNT
+    workers: Annotated[int, BeforeValidator(_count)] = DEFAULT_WORKER_COUNT
     queue: Annotated[str | None, BeforeValidator(_optional(_queue))] = None
     worker_paths: Annotated[tuple[str, ...], BeforeValidator(_paths)] = ()
     data_dir: Annotated[Path, BeforeValidator(_path)] = DEFAULT_DATA_DIR

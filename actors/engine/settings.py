@@ -9,6 +9,8 @@ whoever writes it: a host, a backstop job or a dispatch job.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 from collections.abc import Mapping
@@ -28,6 +30,7 @@ from circuits import CircuitSettings
 SETTINGS_ENV: Final = "RECOVERY_ENGINE_SETTINGS"
 INSTALLATION_KEY_ENV: Final = "RECOVERY_INSTALLATION_KEY"
 _ROUTE_DEFAULTS: Final = RouteSettings()
+_DIGEST_LABEL: Final = b"provider-recovery installation key digest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +76,48 @@ class EngineSettings:
 
     def to_environment(self) -> dict[str, str]:
         """The variable that hands these settings to a worker process."""
+        return {
+            SETTINGS_ENV: json.dumps({**self.public(), "installation_key": self.installation_key})
+        }
+
+    def public(self) -> dict[str, Any]:
+        """Every setting but the installation key, as JSON values (what an installation
+        records in Redis and compares; `key_digest` stands for the key)."""
         values: dict[str, Any] = {
             name: getattr(self, name)
             for name in self.__dataclass_fields__
-            if name != "circuit_settings"
+            if name not in {"circuit_settings", "installation_key"}
         }
         values["circuit_settings"] = self.circuit_settings.model_dump(mode="json")
-        return {SETTINGS_ENV: json.dumps(values)}
+        return values
+
+    def key_digest(self) -> str:
+        """A digest of the installation key in force (it says whether two processes use
+        the same key; the key cannot be recovered from it)."""
+        key = self.circuit_binding().installation_key
+        return hmac.new(key, _DIGEST_LABEL, hashlib.sha256).hexdigest()[:32]
+
+    @classmethod
+    def from_public(cls, values: Mapping[str, Any], installation_key: str | None) -> EngineSettings:
+        """The settings `public()` gave, with the installation key (not recorded)."""
+        found = dict(values)
+        found["circuit_settings"] = CircuitSettings.model_validate(found["circuit_settings"])
+        return cls(**found, installation_key=installation_key)
+
+    def first_difference(self, other: EngineSettings) -> tuple[str, object, object] | None:
+        """The first setting (in declaration order) whose values differ, as (name, this
+        value, the other's), the installation key compared by digest; None when equal."""
+        mine, theirs = self.public(), other.public()
+        for name, value in mine.items():
+            if name == "circuit_settings":
+                for field_name, field_value in value.items():
+                    if theirs[name][field_name] != field_value:
+                        return f"circuit_{field_name}", field_value, theirs[name][field_name]
+            elif theirs[name] != value:
+                return name, value, theirs[name]
+        if self.key_digest() != other.key_digest():
+            return "installation_key", "<withheld>", "<withheld>"
+        return None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> EngineSettings:

@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
+import ray
 import redis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -160,6 +161,15 @@ class RouteHost:
 
     async def process_id(self) -> int:
         return os.getpid()
+
+    async def node_id(self) -> str:
+        """The Ray node this host runs on (placement)."""
+        return str(ray.get_runtime_context().get_node_id())
+
+    async def settings_digest(self) -> tuple[dict[str, Any], str]:
+        """The settings this host writes with, without the key, and the key's digest (an
+        owner compares them before it keeps a host a previous owner left running)."""
+        return self.settings.public(), self.settings.key_digest()
 
     async def start_tracing(self) -> HostMemory:
         """Start tracing allocations (bench/timers.py); the memory at the start."""

@@ -1,36 +1,25 @@
-"""`RecoveryRuntime`: connects to (or starts) Ray and Redis, runs the route host pool,
-and hands out `RouteHandle`s.
+"""`RecoveryRuntime`: starts or joins one installation (Ray, Redis, the route hosts) and
+hands out `RouteHandle`s.
 
-    runtime = RecoveryRuntime(host_count=2).start()
+    runtime = RecoveryRuntime(host_count=2).start()   # or RecoveryRuntime.attach()
     route = runtime.route("session-42")
     snapshot = await route.start(profile, caller="kanban", invocation_id="inv-1")
     ...
     runtime.shutdown()
 
-Ray: `ray_address`, else `RAY_ADDRESS`, else a local Ray (`ray.init(address="local")`) —
-and only if Ray is not initialised in this process already. Redis: `redis_url`, else
-`REDIS_URL`, else an embedded Redis with its data in `data_dir` (default
-`RECOVERY_DATA_DIR` or ~/.local/state/provider-recovery). The hosts are named actors in
-one Ray namespace (names derived from the key prefix), so a second runtime on the same
-cluster and prefix finds and shares them. `RecoveryRuntime.from_config(load_config(...))`
-takes every setting from the environment and a TOML file (actors/engine/config.py), including
-retention: `events_maxlen` for the events stream, `closed_ttl_s` / `utility_ttl_s` for
-the expiry of closed and utility routes; `ray_cpus` / `ray_dashboard` apply only to a
-local Ray this runtime starts (`dashboard_url` is set when it has a dashboard).
-A route belongs to the host a consistent hash ring (actors/hosting/hash_ring.py) picks for its
-id; every process agrees on it.
+Ray: `ray_address`, else `RAY_ADDRESS`, else the installation's recorded address, else a
+local Ray bound to `ray_host` (loopback by default; actors/hosting/ray_connect.py). Redis:
+`redis_url`, else `REDIS_URL`, else an embedded Redis in `data_dir`. The first runtime of
+a key prefix owns the installation; the others attach and read its host ring, so every
+process sends a route to the one host the ring picks (actors/hosting/installation.py).
+`from_config(load_config(...))` takes every setting from the environment and a TOML file.
 
-Dispatch: with `dispatcher="module:callable"` the hosts enqueue a dispatch job whenever
-a route becomes `retrying`, and the runtime runs `worker_count` supervised rq worker
-processes on the dispatch queue (`queue_name`, default `<key prefix>-dispatch`;
-actors/jobs/workers.py); `worker_paths` are added to the workers' import path (where the
-dispatcher lives, if not installed). A worker found dead is forgotten by rq, the pending
-dispatches are reconciled (its started ones become `action_required`) and it is replaced.
-`shutdown()` stops the workers before the hosts and Redis.
-
-Route handles (actors/hosting/handle.py) send their calls through one HostBatcher per
-host (actors/hosting/batcher.py): concurrent calls share one Ray call per host. Hosts run
-with `max_task_retries=-1`; a retried call whose first attempt committed comes back
+Dispatch: with `dispatcher="module:callable"` the hosts enqueue a dispatch job whenever a
+route becomes `retrying`; the owner runs `worker_count` supervised rq workers on the
+dispatch queue (0: none here, `recovery workers` runs them elsewhere; actors/jobs/workers.py),
+with `worker_paths` on their import path. A dead worker's started dispatches are
+reconciled and it is replaced. Handles send through one HostBatcher per host: concurrent
+calls share one Ray call; a retried call whose first attempt committed comes back
 rejected by the fence (see `committed_by_retry`).
 """
 
@@ -38,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,10 +37,30 @@ import redis
 
 from actors.engine.config import DEFAULT_DATA_DIR, DEFAULT_WORKER_COUNT, RuntimeConfig
 from actors.engine.settings import EngineSettings
+from actors.errors import RecoveryError
 from actors.hosting.batcher import BatcherPool
 from actors.hosting.handle import RouteHandle, committed_by_retry
 from actors.hosting.hash_ring import DEFAULT_VIRTUAL_NODES, HashRing
-from actors.hosting.route_host import RouteHost
+from actors.hosting.installation import (
+    NAMESPACE,
+    OWNER_TTL_S,
+    InstallationMismatchError,
+    Keeper,
+    RemoteRouteHost,
+    create_host,
+    embedded_url,
+    host_alive,
+    host_ids,
+    host_name,
+    live_record,
+    new_record,
+    new_token,
+    owned_hosts,
+    refuse_mismatch,
+    refuse_ring_change,
+    wait_host_gone,
+)
+from actors.hosting.ray_connect import LOOPBACK, start_ray
 from actors.jobs.queue import default_queue_name, dispatch_queue
 from actors.jobs.reconcile import ReconcileReport, reconcile
 from actors.jobs.worker_engine import WorkerEngine
@@ -61,24 +69,27 @@ from actors.keys import DEFAULT_PREFIX, KeySpace, valid_route_id
 from actors.routes.circuit_board import DEFAULT_PROBE_TTL_S
 from actors.routes.commands import RouteSettings
 from actors.store.embedded import EmbeddedRedis
+from actors.store.installation import (
+    InstallationRecord,
+    NoInstallationError,
+    OwnerLease,
+    read_installation,
+    recorded_at,
+    write_installation,
+)
 from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
 from circuits import CircuitSettings
 
-__all__ = ["NAMESPACE", "RecoveryRuntime", "RouteHandle", "committed_by_retry", "host_name"]
+__all__ = [
+    "NAMESPACE", "InstallationMismatchError", "NoInstallationError", "RecoveryRuntime",
+    "RemoteRouteHost", "RouteHandle", "committed_by_retry", "host_name",
+]  # fmt: skip
 
-NAMESPACE: Final = "provider-recovery"
 _ROUTE_DEFAULTS: Final = RouteSettings()
-HOST_STOP_TIMEOUT_S: Final = 30.0
-HOST_STOP_POLL_S: Final = 0.05
 REDIS_TIMEOUT_S: Final = 5.0
+RECORD_POLL_S: Final = 0.1
 
 log = logging.getLogger(__name__)
-
-RemoteRouteHost = ray.remote(max_restarts=-1, max_task_retries=-1)(RouteHost)
-
-
-def host_name(prefix: str, index: int) -> str:
-    return f"route-host:{prefix}:{index}"
 
 
 @dataclass
@@ -105,6 +116,7 @@ class RecoveryRuntime:
     utility_ttl_s: int = _ROUTE_DEFAULTS.utility_ttl_s
     ray_cpus: int | None = None  # only for a local Ray this runtime starts
     ray_dashboard: bool | None = None  # likewise; None: Ray's own default
+    ray_host: str = LOOPBACK  # likewise: the interface its node and dashboard bind to
     # Circuits: the installation key (None: $RECOVERY_INSTALLATION_KEY, else the built-in
     # one), thresholds and timings, the probe lease's TTL; the hosts and the dispatch
     # workers use the same key, or they would see different circuits.
@@ -119,12 +131,14 @@ class RecoveryRuntime:
     _url: str | None = field(default=None, init=False, repr=False)
     _batchers: BatcherPool = field(default_factory=BatcherPool, init=False, repr=False)
     workers: WorkerPool | None = field(default=None, init=False, repr=False)
+    _lease: OwnerLease | None = field(default=None, init=False, repr=False)
+    _keeper: Keeper | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.host_count < 1:
             raise ValueError(f"host_count must be >= 1, got {self.host_count}")
-        if self.worker_count < 1:
-            raise ValueError(f"worker_count must be >= 1, got {self.worker_count}")
+        if self.worker_count < 0:
+            raise ValueError(f"worker_count must be >= 0, got {self.worker_count}")
         if self.queue_name is None:
             self.queue_name = default_queue_name(self.key_prefix)
         self.settings  # noqa: B018 - builds (so validates) the settings value now
@@ -151,6 +165,7 @@ class RecoveryRuntime:
             worker_paths=config.worker_paths, events_maxlen=config.events_maxlen,
             closed_ttl_s=config.closed_ttl_s, utility_ttl_s=config.utility_ttl_s,
             ray_cpus=config.ray_cpus, ray_dashboard=config.ray_dashboard,
+            ray_host=config.ray_host,
             installation_key=config.installation_key,
             circuit_settings=config.circuit_settings(), probe_ttl_s=config.circuit_probe_ttl_s,
         )  # fmt: skip
@@ -168,30 +183,102 @@ class RecoveryRuntime:
             raise RuntimeError("the runtime is not started")
         return self._url
 
+    @property
+    def owner(self) -> bool:
+        """Whether this runtime owns the installation (it created the hosts and is the only
+        one to stop them) rather than being attached to it."""
+        return self._lease is not None
+
     def start(self) -> Self:
-        """Connect to or start Ray and Redis, create or find the hosts, and wait until
-        each has rehydrated its schedules; returns the runtime. Raises what Ray raises
-        when it cannot start or connect, and redis-py's errors when Redis is unreachable."""
-        self._start_ray()
+        """Start or join the installation under the key prefix; returns the runtime.
+
+        With no live owner this runtime becomes the owner: it connects to or starts Ray
+        and Redis, creates (or keeps) the hosts, records the installation and keeps it
+        (actors/hosting/installation.py). With a live owner it attaches, provided every
+        setting equals the installation's; else it raises InstallationMismatchError naming
+        the first that differs. Raises what Ray raises when it cannot start or connect, and
+        StoreUnavailableError or redis-py's errors when Redis is unreachable."""
         self._url = self._start_redis()
-        host_ids = [f"host-{index}" for index in range(self.host_count)]
+        connection = self._redis()
+        keys = KeySpace(self.key_prefix)
+        lease = OwnerLease(connection, keys, new_token(), ttl_s=OWNER_TTL_S)
+        record = None if lease.claim() else live_record(connection, keys, lease)
+        if record is not None:
+            refuse_mismatch(record, self.host_count, self.virtual_nodes, self.settings)
+            self._join(record)
+            return self
+        try:
+            self._own(connection, keys, lease)
+        except BaseException:
+            lease.release()
+            raise
+        return self
+
+    @classmethod
+    def attach(
+        cls,
+        *,
+        redis_url: str | None = None,
+        key_prefix: str = DEFAULT_PREFIX,
+        data_dir: Path | None = None,
+        installation_key: str | None = None,
+    ) -> Self:
+        """Join the installation recorded under `key_prefix` without creating hosts or
+        imposing settings: its host ring, Ray address and settings are the installation's
+        (Redis: `redis_url`, else REDIS_URL, else the embedded Redis of `data_dir`). Its
+        `shutdown()` leaves the hosts serving. Raises NoInstallationError when nothing is
+        recorded there, CorruptInstallationError for an unreadable record."""
+        url = redis_url or os.environ.get("REDIS_URL") or embedded_url(data_dir)
+        record = recorded_at(url, KeySpace(key_prefix))
+        settings = EngineSettings.from_public(record.settings, installation_key)
+        runtime = cls(
+            redis_url=url, key_prefix=key_prefix, host_count=record.host_count,
+            virtual_nodes=record.virtual_nodes, dispatcher=settings.dispatcher,
+            queue_name=settings.queue_name, events_maxlen=settings.events_maxlen,
+            closed_ttl_s=settings.closed_ttl_s, utility_ttl_s=settings.utility_ttl_s,
+            installation_key=installation_key, circuit_settings=settings.circuit_settings,
+            probe_ttl_s=settings.probe_ttl_s,
+        )  # fmt: skip
+        runtime._url = url
+        runtime._join(record)
+        return runtime
+
+    def _own(self, connection: redis.Redis, keys: KeySpace, lease: OwnerLease) -> None:
+        recorded = read_installation(connection, keys)
+        if recorded is not None:  # the ring outlives its owners: routes are indexed by host
+            refuse_ring_change(recorded, self.host_count, self.virtual_nodes)
+        self._start_ray(self.ray_address)
         settings = self.settings
-        self.hosts = [
-            RemoteRouteHost.options(
-                name=host_name(self.key_prefix, index), namespace=NAMESPACE,
-                get_if_exists=True, num_cpus=0, lifetime="detached",
-            ).remote(host_id, self._url, settings)
-            for index, host_id in enumerate(host_ids)
-        ]  # fmt: skip
-        self._ring = HashRing(host_ids, virtual_nodes=self.virtual_nodes)
-        ray.get([host.ready.remote() for host in self.hosts])
-        if self.dispatcher is not None:
+        self.hosts = owned_hosts(self.url, settings, self.host_count)
+        self._ring = HashRing(host_ids(self.host_count), virtual_nodes=self.virtual_nodes)
+        record = new_record(settings, self.host_count, self.virtual_nodes, owner=lease.token)
+        write_installation(connection, keys, record)
+        self._lease = lease
+        if self.dispatcher is not None and self.worker_count > 0:
             self.workers = WorkerPool(
-                self._url, self.queue, count=self.worker_count,
+                self.url, self.queue, count=self.worker_count,
                 name_prefix=f"{self.key_prefix}-worker", env=self._worker_env(),
                 on_death=self._worker_died,
             ).start()  # fmt: skip
-        return self
+        self._keeper = Keeper(lambda: lease.renew() or lease.claim(), self._heal).start()
+
+    def _join(self, record: InstallationRecord) -> None:
+        self._start_ray(self.ray_address or record.ray_address)
+        self.hosts = [ray.get_actor(name, namespace=NAMESPACE) for name in record.host_names]
+        self._ring = HashRing(host_ids(record.host_count), virtual_nodes=record.virtual_nodes)
+
+    def _heal(self) -> None:
+        """The keeper's round: recreate every host that vanished, then reconcile."""
+        healed = False
+        for index in range(len(self.hosts)):
+            if not host_alive(self.key_prefix, index):
+                log.warning("route host %s vanished: recreating it", index)
+                host = create_host(self.key_prefix, index, self.url, self.settings)
+                ray.get(host.ready.remote())
+                self.hosts[index] = host
+                healed = True
+        if healed and self.dispatcher is not None:
+            log.warning("after recreating route hosts, reconciliation: %s", self.reconcile())
 
     def _worker_env(self) -> dict[str, str]:
         """The workers' environment: importable paths, and the settings value their jobs
@@ -229,16 +316,22 @@ class RecoveryRuntime:
         return RouteHandle(route_id, self.hosts[self.host_index(route_id)], self._batchers)
 
     def shutdown(self) -> int | None:
-        """Kill the hosts (their schedules stay in Redis), stop the embedded Redis this
-        runtime started, and Ray if this runtime started it. The rq workers stop first.
-        Returns how many schedules were left pending in Redis, counted once the hosts are
-        gone (None when the runtime never had a Redis or it could not be read)."""
+        """The owner kills the hosts (their schedules stay in Redis) after stopping its rq
+        workers, and gives the installation up; an attached runtime only lets go of them.
+        Either stops the embedded Redis and the Ray it started itself. Returns how many
+        schedules were left pending in Redis (None when it could not be read)."""
+        if self._keeper is not None:
+            self._keeper.stop()
+            self._keeper = None
         if self.workers is not None:
             self.workers.stop()
             self.workers = None
-        for host in self.hosts:
-            ray.kill(host, no_restart=True)
-        self._wait_hosts_gone()
+        if self._lease is not None:
+            for host in self.hosts:
+                ray.kill(host, no_restart=True)
+            for index in range(len(self.hosts)):
+                wait_host_gone(self.key_prefix, index)
+            self._release_lease()
         self.hosts = []
         self._ring = None
         self._batchers.clear()
@@ -250,6 +343,15 @@ class RecoveryRuntime:
             ray.shutdown()
             self._started_ray = False
         return left
+
+    def _release_lease(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        try:
+            lease.release()
+        except RecoveryError as error:  # it lapses by its TTL anyway
+            log.warning("cannot give the installation up: %s", error)
 
     def pending_schedules(self) -> int:
         """How many schedules are pending in Redis now (the schedules sorted set)."""
@@ -270,16 +372,18 @@ class RecoveryRuntime:
             log.warning("cannot count the pending schedules: %s", error)
             return None
 
-    def _start_ray(self) -> None:
-        if ray.is_initialized():
-            return
-        address = self.ray_address or os.environ.get("RAY_ADDRESS")
-        local: dict[str, Any] = {}  # options Ray accepts only when it starts a new cluster
-        if address in (None, "local"):
-            local = {"num_cpus": self.ray_cpus, "include_dashboard": self.ray_dashboard}
-        context = ray.init(address=address or "local", namespace=NAMESPACE, **local)
-        self.dashboard_url = getattr(context, "dashboard_url", None) or None
-        self._started_ray = True
+    def _start_ray(self, address: str | None) -> None:
+        connected = start_ray(
+            address, namespace=NAMESPACE, cpus=self.ray_cpus, dashboard=self.ray_dashboard,
+            bind_host=self.ray_host,
+        )  # fmt: skip
+        self._started_ray = self._started_ray or connected.started
+        self.dashboard_url = connected.dashboard_url or self.dashboard_url
+
+    def _redis(self) -> redis.Redis:
+        return redis.Redis.from_url(
+            self.url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
+        )
 
     def _start_redis(self) -> str:
         url = self.redis_url or os.environ.get("REDIS_URL")
@@ -288,17 +392,6 @@ class RecoveryRuntime:
         folder = self.data_dir or Path(os.environ.get("RECOVERY_DATA_DIR", DEFAULT_DATA_DIR))
         self._embedded = EmbeddedRedis(folder.expanduser())
         return self._embedded.start()
-
-    def _wait_hosts_gone(self) -> None:
-        """ray.kill returns before the actor is gone; wait until its name is free."""
-        deadline = time.monotonic() + HOST_STOP_TIMEOUT_S
-        for index in range(len(self.hosts)):
-            while time.monotonic() < deadline:
-                try:
-                    ray.get_actor(host_name(self.key_prefix, index), namespace=NAMESPACE)
-                except ValueError:
-                    break
-                time.sleep(HOST_STOP_POLL_S)
 
 
 def _utcnow() -> datetime:

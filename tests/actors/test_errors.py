@@ -28,6 +28,8 @@ from actors.errors import (
     TransitionRejectedError,
 )
 from actors.jobs.dispatcher import NotDispatched
+from actors.hosting.installation import InstallationMismatchError
+from actors.store.installation import CorruptInstallationError, NoInstallationError
 from actors.store.scripts import ScriptError
 from catalogue.errors import RecoveryError as CoreRoot
 from tests.error_tree import exception_classes
@@ -63,6 +65,9 @@ SAMPLES: list[RecoveryError] = [
     DemoError("the fleet needs at least one route"),
     NotDispatched("the orchestrator is draining"),
     ScriptError("transition: names a key literally; pass every key in KEYS"),
+    CorruptInstallationError("recovery:installation", "host_names: Field required"),
+    NoInstallationError("no installation is recorded under prefix 'recovery'"),
+    InstallationMismatchError("recovery", "hosts", 3, 2),
 ]
 
 

@@ -148,7 +148,7 @@ IMPORT_PATH = "must be an import path 'package.module:callable', got "
     [
         ("RECOVERY_HOSTS", "x", INTEGER + "'x'"),
         ("RECOVERY_HOSTS", "0", INTEGER + "'0'"),
-        ("RECOVERY_WORKERS", "-2", INTEGER + "'-2'"),
+        ("RECOVERY_WORKERS", "-2", "must be an integer >= 0, got '-2'"),
         ("RECOVERY_EVENTS_MAXLEN", "1e5", INTEGER + "'1e5'"),
         ("RECOVERY_CLOSED_TTL_S", "7d", INTEGER + "'7d'"),
         ("RECOVERY_UTILITY_TTL_S", "²", INTEGER + "'²'"),
@@ -181,7 +181,7 @@ def test_a_bad_environment_value_names_the_variable_and_the_value(
     [
         ("hosts = 0", "hosts: must be an integer >= 1, got 0"),
         ("hosts = true", "hosts: must be an integer >= 1, got True"),
-        ('workers = "many"', "workers: must be an integer >= 1, got 'many'"),
+        ('workers = "many"', "workers: must be an integer >= 0, got 'many'"),
         ("ray_dashboard = 3", "ray_dashboard: must be a boolean"),
         ('dispatcher = "no-colon"', "dispatcher: must be an import path"),
         ("data_dir = 5", "data_dir: must be a non-empty string, got 5"),

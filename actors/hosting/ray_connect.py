@@ -1,0 +1,82 @@
+"""Connecting to Ray, or starting a local one, as an installation needs it.
+
+A local Ray this process starts binds its node and its dashboard to `bind_host`
+(loopback unless told otherwise: a local `recovery up` is not reachable from the network).
+Ray 2.59+ starts local clusters with token authentication: a process that joins one must
+run with `RAY_AUTH_MODE=token` and see the same token (`RAY_AUTH_TOKEN`,
+`RAY_AUTH_TOKEN_PATH`, else `~/.ray/auth_token`, which the cluster's starter wrote). When
+joining an address and that mode is not set, it is set here whenever a token is there
+to use, so an attaching client does not spend 20 s on `InvalidAuthToken`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import ray
+
+AUTH_MODE_ENV: Final = "RAY_AUTH_MODE"
+TOKEN_ENV: Final = "RAY_AUTH_TOKEN"  # noqa: S105 - a variable name, not a token
+TOKEN_PATH_ENV: Final = "RAY_AUTH_TOKEN_PATH"  # noqa: S105 - a variable name
+DEFAULT_TOKEN_PATH: Final = Path("~/.ray/auth_token")
+LOOPBACK: Final = "127.0.0.1"
+
+
+def has_token(environ: MutableMapping[str, str], home_token: Path = DEFAULT_TOKEN_PATH) -> bool:
+    """Whether a Ray token is available to this process (environment or token file)."""
+    if environ.get(TOKEN_ENV, "").strip():
+        return True
+    path = environ.get(TOKEN_PATH_ENV, "").strip()
+    return Path(path or home_token).expanduser().is_file()
+
+
+def prepare_auth(environ: MutableMapping[str, str], home_token: Path = DEFAULT_TOKEN_PATH) -> bool:
+    """Set RAY_AUTH_MODE=token in `environ` for joining a cluster when it is unset and a
+    token is available; whether it set it (an explicit mode is left alone)."""
+    if environ.get(AUTH_MODE_ENV, "").strip() or not has_token(environ, home_token):
+        return False
+    environ[AUTH_MODE_ENV] = "token"
+    return True
+
+
+@dataclass(frozen=True)
+class RayConnection:
+    """What `start_ray` did: whether it started (or joined) Ray, and the dashboard URL."""
+
+    started: bool
+    dashboard_url: str | None
+
+
+def start_ray(
+    address: str | None,
+    *,
+    namespace: str,
+    cpus: int | None = None,
+    dashboard: bool | None = None,
+    bind_host: str = LOOPBACK,
+) -> RayConnection:
+    """Join `address` (else RAY_ADDRESS), or start a local Ray bound to `bind_host`;
+    nothing when Ray is initialised in this process already."""
+    if ray.is_initialized():
+        return RayConnection(False, None)
+    address = address or os.environ.get("RAY_ADDRESS")
+    options: dict[str, Any] = {}  # options Ray accepts only when it starts a new cluster
+    if address in (None, "local"):
+        options = {"num_cpus": cpus, "include_dashboard": dashboard,
+                   "dashboard_host": bind_host, "_node_ip_address": bind_host}  # fmt: skip
+    else:
+        prepare_auth(os.environ)
+    context = ray.init(address=address or "local", namespace=namespace, **options)
+    return RayConnection(True, getattr(context, "dashboard_url", None) or None)
+
+
+def gcs_address() -> str | None:
+    """The address other processes join this Ray at (None when not connected)."""
+    if not ray.is_initialized():
+        return None
+    found = ray.get_runtime_context().gcs_address
+    return str(found) if found else None
