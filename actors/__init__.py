@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         TransitionRejectedError,
     )
     from actors.hosting.handle import RouteHandle
+    from actors.hosting.installation import InstallationMismatchError
     from actors.hosting.runtime import RecoveryRuntime
     from actors.jobs.dispatcher import Dispatcher, NotDispatched, ReplayIdentity
     from actors.keys import KeySpace
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
         ScheduleEntry,
     )
     from actors.routes.profiles import ConcreteProfile, RouteCandidate, RouteProfile
+    from actors.store.installation import CorruptInstallationError, NoInstallationError
 
 _EXPORTS: Final[dict[str, str]] = {
     "RecoveryRuntime": "actors.hosting.runtime",
@@ -84,6 +86,9 @@ _EXPORTS: Final[dict[str, str]] = {
     "CorruptProfileError": "actors.errors",
     "InvalidIdentifierError": "actors.errors",
     "InvalidRouteIdError": "actors.errors",
+    "InstallationMismatchError": "actors.hosting.installation",
+    "NoInstallationError": "actors.store.installation",
+    "CorruptInstallationError": "actors.store.installation",
 }
 
 
@@ -116,6 +121,9 @@ __all__ = [  # noqa: RUF022 - grouped by what an orchestrator reaches for first
     "CorruptProfileError",
     "InvalidIdentifierError",
     "InvalidRouteIdError",
+    "InstallationMismatchError",
+    "NoInstallationError",
+    "CorruptInstallationError",
     "__version__",
 ]
 

@@ -187,3 +187,12 @@ def test_the_head_starts_the_runtime_after_ray_start_head() -> None:
     assert "--ray-address auto" in commands[runtime]
     assert all("recovery up" not in c for c in config["worker_start_ray_commands"])
     assert any("ray start --address=" in c for c in config["worker_start_ray_commands"])
+
+
+def test_every_worker_node_runs_dispatch_workers_of_its_own_when_there_is_a_dispatcher() -> None:
+    commands = load_cluster()["worker_start_ray_commands"]
+    joins = next(i for i, c in enumerate(commands) if "ray start --address=" in c)
+    workers = next(i for i, c in enumerate(commands) if "recovery workers" in c)
+    assert joins < workers
+    assert "RECOVERY_DISPATCHER" in commands[workers]
+    assert "recovery-workers.pid" in commands[workers], "a re-run stops the previous ones"

@@ -116,7 +116,7 @@ def serve(runtime: RecoveryRuntime, config: RuntimeConfig) -> str:
 
 
 def status_lines(runtime: RecoveryRuntime, config: RuntimeConfig) -> list[str]:
-    return [redis_line(runtime, config), ray_line(runtime), hosts_line(runtime),
+    return [redis_line(runtime, config), ray_line(runtime), metrics_line(), hosts_line(runtime),
             workers_line(runtime), "ready: Ctrl-C or SIGTERM stops the runtime"]  # fmt: skip
 
 
@@ -138,10 +138,23 @@ def ray_line(runtime: RecoveryRuntime) -> str:
     return f"ray: {address} (no dashboard)"
 
 
+def metrics_line() -> str:
+    """Where each node's Prometheus export is, as a command that needs no Python."""
+    urls = [
+        f"http://{node['NodeManagerAddress']}:{node['MetricsExportPort']}/metrics"
+        for node in ray.nodes()  # type: ignore[no-untyped-call]  # Ray ships it untyped
+        if node.get("Alive") and node.get("MetricsExportPort")
+    ]
+    if not urls:
+        return "metrics: none exported"
+    return "metrics: " + ", ".join(f"curl -s {url}" for url in urls)
+
+
 def hosts_line(runtime: RecoveryRuntime) -> str:
     ids = ", ".join(f"host-{index}" for index in range(len(runtime.hosts)))
     count = _plural(len(runtime.hosts), "route host")
-    return f"hosts: {count} ({ids}), key prefix {runtime.key_prefix}"
+    role = "owned here" if runtime.owner else "attached: another process owns them"
+    return f"hosts: {count} ({ids}), key prefix {runtime.key_prefix}, {role}"
 
 
 def workers_line(runtime: RecoveryRuntime) -> str:

@@ -15,6 +15,7 @@ import argparse
 import signal
 import sys
 import threading
+import time
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -28,9 +29,12 @@ from actors.jobs.queue import dispatch_queue
 from actors.jobs.reconcile import reconcile
 from actors.jobs.worker_engine import WorkerEngine
 from actors.jobs.workers import WorkerPool, worker_env
-from actors.store.installation import recorded_at
+from actors.keys import KeySpace
+from actors.store.installation import InstallationRecord, NoInstallationError, recorded_at
 
 EXIT_ERROR: Final = 2
+DEFAULT_WAIT_S: Final = 300.0
+WAIT_POLL_S: Final = 1.0
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -47,6 +51,11 @@ def register(commands: Any) -> None:
         "--worker-path", action="append", default=[], metavar="PATH",
         help="a folder the workers import the dispatcher from (repeatable)",
     )  # fmt: skip
+    command.add_argument(
+        "--wait", type=float, default=DEFAULT_WAIT_S, metavar="SECONDS",
+        help="how long to wait for the installation to be recorded (a node may start "
+        f"before the head's `recovery up`; default: {DEFAULT_WAIT_S:g})",
+    )  # fmt: skip
     command.set_defaults(run=run_workers)
 
 
@@ -54,7 +63,7 @@ def installation_settings(args: argparse.Namespace) -> tuple[str, EngineSettings
     """The Redis URL and the installation's settings, with this process's key. Raises
     CliError when nothing is recorded, the key differs or there is no dispatcher."""
     found = installation(args)
-    record = recorded_at(found.url, found.settings.keys)
+    record = _wait_recorded(found.url, found.settings.keys, args.wait)
     settings = EngineSettings.from_public(record.settings, found.config.installation_key)
     if settings.key_digest() != record.key_digest:
         raise CliError(
@@ -65,6 +74,17 @@ def installation_settings(args: argparse.Namespace) -> tuple[str, EngineSettings
     if settings.dispatcher is None:
         raise CliError(f"installation {settings.key_prefix!r} has no dispatcher to run")
     return found.url, settings
+
+
+def _wait_recorded(url: str, keys: KeySpace, wait_s: float) -> InstallationRecord:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return recorded_at(url, keys)
+        except NoInstallationError:
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(WAIT_POLL_S)  # the head's `recovery up` is still starting: bounded
 
 
 def run_workers(args: argparse.Namespace) -> int:

@@ -18,9 +18,11 @@ a rejection leaves the route exactly where its own call would have (then re-read
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from typing import Any
+
+import ray
 
 from actors.errors import TransitionRejectedError
 from actors.hosting.batcher import BatcherPool, HostRequest, ReadHistory, ReadSnapshot
@@ -63,6 +65,10 @@ class RouteHandle:
     route_id: str
     host: Any  # a Ray actor handle of RouteHost
     batchers: BatcherPool
+    # The route's owning host as it is now (a host killed for good is recreated by the
+    # installation's owner under the same name); None: the handle stays on `host`.
+    resolve: Callable[[], Any] | None = None
+    _moved_to: list[Any] = field(default_factory=list, compare=False, repr=False)
 
     async def start(
         self,
@@ -161,4 +167,24 @@ class RouteHandle:
         return answer
 
     async def _send(self, request: HostRequest) -> Any:
-        return await self.batchers.for_host(self.host).call(self.route_id, request)
+        host = self._moved_to[-1] if self._moved_to else self.host
+        try:
+            return await self.batchers.for_host(host).call(self.route_id, request)
+        except ray.exceptions.ActorDiedError:
+            fresh = self._recreated_host(host)
+            if fresh is None:
+                raise
+            # Sent once more, to the new host: a command the dead one had committed comes
+            # back rejected by its fence (committed_by_retry), as for Ray's own retries.
+            self._moved_to[:] = [fresh]
+            return await self.batchers.for_host(fresh).call(self.route_id, request)
+
+    def _recreated_host(self, dead: Any) -> Any | None:
+        """The host now serving this route when it is another actor than the dead one."""
+        if self.resolve is None:
+            return None
+        try:
+            fresh = self.resolve()
+        except ValueError:  # not recreated (yet): the caller sees the actor's death
+            return None
+        return None if fresh._actor_id == dead._actor_id else fresh

@@ -204,6 +204,19 @@ def host_alive(prefix: str, index: int) -> bool:
     return True
 
 
+def host_resolver(prefix: str, hosts: list[Any], index: int) -> Callable[[], Any]:
+    """What a route handle asks when its host died: host `index` as the owner keeps it
+    now (remembered in `hosts`); raises ValueError while it is gone."""
+
+    def current_host() -> Any:
+        host = ray.get_actor(host_name(prefix, index), namespace=NAMESPACE)
+        if index < len(hosts):
+            hosts[index] = host
+        return host
+
+    return current_host
+
+
 def wait_host_gone(prefix: str, index: int, timeout_s: float = HOST_STOP_TIMEOUT_S) -> None:
     """ray.kill returns before the actor is gone; wait until its name is free."""
     deadline = time.monotonic() + timeout_s

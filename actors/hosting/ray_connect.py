@@ -1,7 +1,8 @@
 """Connecting to Ray, or starting a local one, as an installation needs it.
 
 A local Ray this process starts binds its node and its dashboard to `bind_host`
-(loopback unless told otherwise: a local `recovery up` is not reachable from the network).
+(loopback unless told otherwise: a local `recovery up` is not reachable from the network;
+its GCS, raylet, workers and dashboard all listen on 127.0.0.1).
 Ray 2.59+ starts local clusters with token authentication: a process that joins one must
 run with `RAY_AUTH_MODE=token` and see the same token (`RAY_AUTH_TOKEN`,
 `RAY_AUTH_TOKEN_PATH`, else `~/.ray/auth_token`, which the cluster's starter wrote). When
@@ -18,12 +19,17 @@ from pathlib import Path
 from typing import Any, Final
 
 import ray
+from ray._private import ray_constants
 
 AUTH_MODE_ENV: Final = "RAY_AUTH_MODE"
 TOKEN_ENV: Final = "RAY_AUTH_TOKEN"  # noqa: S105 - a variable name, not a token
 TOKEN_PATH_ENV: Final = "RAY_AUTH_TOKEN_PATH"  # noqa: S105 - a variable name
 DEFAULT_TOKEN_PATH: Final = Path("~/.ray/auth_token")
 LOOPBACK: Final = "127.0.0.1"
+LOOPBACK_NAMES: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+# Ray turns a node address of 127.0.0.1 into the machine's reachable one, except where it
+# runs single-host clusters (macOS, Windows), which this (Ray's own) switch selects.
+SINGLE_HOST_ENV: Final = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def has_token(environ: MutableMapping[str, str], home_token: Path = DEFAULT_TOKEN_PATH) -> bool:
@@ -66,12 +72,21 @@ def start_ray(
     address = address or os.environ.get("RAY_ADDRESS")
     options: dict[str, Any] = {}  # options Ray accepts only when it starts a new cluster
     if address in (None, "local"):
-        options = {"num_cpus": cpus, "include_dashboard": dashboard,
-                   "dashboard_host": bind_host, "_node_ip_address": bind_host}  # fmt: skip
+        options = {"num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": bind_host}
+        options.update(_bind_to(bind_host))
     else:
         prepare_auth(os.environ)
     context = ray.init(address=address or "local", namespace=namespace, **options)
     return RayConnection(True, getattr(context, "dashboard_url", None) or None)
+
+
+def _bind_to(host: str) -> dict[str, Any]:
+    """The ray.init options (and process settings) that bind a local Ray to `host`."""
+    if host not in LOOPBACK_NAMES:
+        return {"_node_ip_address": host}
+    os.environ[SINGLE_HOST_ENV] = "0"  # for Ray's own processes, which read it at import
+    ray_constants.ENABLE_RAY_CLUSTER = False  # this process imported Ray already
+    return {}
 
 
 def gcs_address() -> str | None:

@@ -52,6 +52,7 @@ from actors.hosting.installation import (
     host_alive,
     host_ids,
     host_name,
+    host_resolver,
     live_record,
     new_record,
     new_token,
@@ -294,7 +295,7 @@ class RecoveryRuntime:
         try:
             queue = dispatch_queue(connection, self.queue)
             keys = KeySpace(self.key_prefix)
-            return reconcile(queue, keys, self.dispatcher, now=_utcnow(), engine=engine)
+            return reconcile(queue, keys, self.dispatcher, now=datetime.now(UTC), engine=engine)
         finally:
             engine.close()
             connection.close()
@@ -313,7 +314,13 @@ class RecoveryRuntime:
         """The handle of route `route_id` (the orchestrator's own session id), bound to
         the host that owns it. Raises InvalidRouteIdError for an id outside
         `[A-Za-z0-9._-]{1,128}`, RuntimeError before `start()`."""
-        return RouteHandle(route_id, self.hosts[self.host_index(route_id)], self._batchers)
+        index = self.host_index(route_id)
+        return RouteHandle(
+            route_id,
+            self.hosts[index],
+            self._batchers,
+            host_resolver(self.key_prefix, self.hosts, index),
+        )
 
     def shutdown(self) -> int | None:
         """The owner kills the hosts (their schedules stay in Redis) after stopping its rq
@@ -346,18 +353,15 @@ class RecoveryRuntime:
 
     def _release_lease(self) -> None:
         lease, self._lease = self._lease, None
-        if lease is None:
-            return
         try:
-            lease.release()
+            if lease is not None:
+                lease.release()
         except RecoveryError as error:  # it lapses by its TTL anyway
             log.warning("cannot give the installation up: %s", error)
 
     def pending_schedules(self) -> int:
         """How many schedules are pending in Redis now (the schedules sorted set)."""
-        connection = redis.Redis.from_url(
-            self.url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
-        )
+        connection = self._redis()
         try:
             return int(connection.zcard(KeySpace(self.key_prefix).schedules))
         finally:
@@ -392,7 +396,3 @@ class RecoveryRuntime:
         folder = self.data_dir or Path(os.environ.get("RECOVERY_DATA_DIR", DEFAULT_DATA_DIR))
         self._embedded = EmbeddedRedis(folder.expanduser())
         return self._embedded.start()
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)

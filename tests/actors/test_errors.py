@@ -27,8 +27,8 @@ from actors.errors import (
     StoreUnavailableError,
     TransitionRejectedError,
 )
-from actors.jobs.dispatcher import NotDispatched
 from actors.hosting.installation import InstallationMismatchError
+from actors.jobs.dispatcher import NotDispatched
 from actors.store.installation import CorruptInstallationError, NoInstallationError
 from actors.store.scripts import ScriptError
 from catalogue.errors import RecoveryError as CoreRoot

@@ -276,7 +276,8 @@ def test_a_bad_option_value_is_a_usage_error_naming_option_and_value(
         (["--json"], "recovery top: --json needs --once (the live view is for a terminal)"),
         (
             ["--once", "--prefix", "bad prefix"],
-            "recovery top: --key-prefix: must match [A-Za-z0-9._:-]{1,64} and not end with ':', got 'bad prefix'",
+            "recovery top: --key-prefix: must match [A-Za-z0-9._:-]{1,64} and not end with "
+            "':', got 'bad prefix'",
         ),
         (
             ["--once", "--redis-url", "redis://127.0.0.1:1/0"],

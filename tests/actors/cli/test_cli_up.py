@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -200,18 +201,47 @@ def test_up_fires_a_schedule_written_before_it_started_and_drains_on_sigterm(
     with running_up(redis_url, keys, tmp_path) as up:
         up.wait_line("ready:", START_TIMEOUT_S)
         assert f"redis: {redis_url}" in up.lines
-        assert f"hosts: 2 route hosts (host-0, host-1), key prefix {keys.prefix}" in up.lines
+        assert (
+            f"hosts: 2 route hosts (host-0, host-1), key prefix {keys.prefix}, owned here"
+        ) in up.lines
+        [metrics] = [line for line in up.lines if line.startswith("metrics: ")]
+        assert metrics_scraped(metrics.removeprefix("metrics: curl -s "))
         assert "workers: none (no dispatcher configured)" in up.lines
-        assert any(line.startswith("ray: ") for line in up.lines)
+        assert any(line.startswith("ray: 127.0.0.1:") for line in up.lines), up.lines
         asyncio.run(wait_route_state(redis_url, keys, "due-soon", "retrying"))
         started = up.started_processes()
         assert started, "up reported ready without any process of its own"
+        assert listening_beyond_loopback(started) == []
         code = up.stop(signal.SIGTERM)
     assert code == 0, up.report()
     assert up.lines[-2:] == ["stopping: SIGTERM received", PENDING_ONE]
     assert asyncio.run(read_route(redis_url, keys, "due-later")).state == "retry_wait"
     assert asyncio.run(pending_route_ids(redis_url, keys)) == ["due-later"]
     assert_all_gone(started)
+
+
+def metrics_scraped(url: str) -> bool:
+    """The URL `up` printed answers with Prometheus text, as curl would fetch it."""
+    assert url.startswith("http://127.0.0.1:"), url
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return bool(answer.status == 200 and b"# TYPE " in answer.read())
+
+
+def listening_beyond_loopback(processes: list[psutil.Process]) -> list[str]:
+    """The TCP ports of `processes` that listen on another interface than loopback."""
+    found = []
+    for process in processes:
+        try:
+            connections = process.net_connections(kind="inet")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for connection in connections:
+            if connection.status == psutil.CONN_LISTEN and connection.laddr.ip not in LOOPBACK:
+                found.append(f"{process.name()} {connection.laddr.ip}:{connection.laddr.port}")
+    return found
+
+
+LOOPBACK = frozenset({"127.0.0.1", "::1", "::ffff:127.0.0.1"})
 
 
 @pytest.mark.integration

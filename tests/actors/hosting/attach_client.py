@@ -17,8 +17,8 @@ import sys
 
 from actors.hosting.installation import InstallationMismatchError
 from actors.hosting.runtime import RecoveryRuntime
-from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 from policy import Outcome
+from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
 ROUTES = [f"r-{n}" for n in range(50)]
 
