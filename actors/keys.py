@@ -122,6 +122,14 @@ class KeySpace:
     def events(self) -> str:
         return f"{self.prefix}:events"
 
+    def requests(self, route_id: str) -> str:
+        """The route's applied request ids, each with the route fields of its outcome."""
+        return f"{self.prefix}:requests:{valid_route_id(route_id)}"
+
+    def request_order(self, route_id: str) -> str:
+        """The route's applied request ids, oldest first (which to forget first)."""
+        return f"{self.prefix}:request-order:{valid_route_id(route_id)}"
+
     def host_routes(self, host_id: str) -> str:
         return f"{self.prefix}:host:{valid_host_id(host_id)}:routes"
 

@@ -297,6 +297,8 @@ def call_of(keys: KeySpace, transition: Transition, context: RouteContext) -> Ca
         keys.schedule(route_id),
         keys.schedules,
         keys.events,
+        keys.requests(route_id),
+        keys.request_order(route_id),
     ]
     if transition.host_id is not None:
         names.append(keys.host_routes(transition.host_id))

@@ -36,9 +36,16 @@ from actors.errors import (
 )
 from actors.keys import valid_route_id
 from actors.routes.circuit_board import CircuitBoard
-from actors.routes.commands import CompleteSwitch, FireDue, RouteCommand, RouteContext
+from actors.routes.commands import (
+    CompleteSwitch,
+    FireDue,
+    RouteCommand,
+    RouteContext,
+    request_id_of,
+)
 from actors.routes.models import RouteSnapshot, Transition
 from actors.routes.plan import plan
+from actors.store.route_codec import RequestRecord
 from actors.store.route_store import RouteStore
 from catalogue import Classification, Evidence, classify
 
@@ -118,6 +125,13 @@ def _evidence_key(evidence: Evidence) -> tuple[object, ...]:
 
 _EVIDENCE_FIELDS: Final = tuple(Evidence.model_fields)
 _HEADERS_AT: Final = _EVIDENCE_FIELDS.index("headers")
+
+
+def _request(items: Sequence[tuple[str, RouteCommand]], index: int) -> RequestRecord | None:
+    if index >= len(items):
+        return None
+    request_id = request_id_of(items[index][1])
+    return None if request_id is None else RequestRecord(request_id)
 
 
 def rounds(items: Sequence[tuple[str, RouteCommand]]) -> list[list[int]]:
@@ -210,8 +224,9 @@ class BatchRunner:
             context = replace(context, circuits=board)
             snapshots = list(snapshots)
             outcomes, planned = self._plan(items, snapshots, context)
-            lost = await self._apply(planned, outcomes)
+            lost = await self._apply(planned, outcomes, items)
             await self._replan(lost, items, snapshots, outcomes, context)
+            await self._answer_replays(items, outcomes)
             await self._complete_switches(outcomes)
             await self._settle_timers(items, outcomes)
             releases: list[Release] = []
@@ -249,14 +264,21 @@ class BatchRunner:
         return outcomes, planned
 
     async def _apply(
-        self, planned: Sequence[tuple[int, Transition]], outcomes: list[Outcome]
+        self,
+        planned: Sequence[tuple[int, Transition]],
+        outcomes: list[Outcome],
+        items: Sequence[tuple[str, RouteCommand]] = (),
     ) -> list[int]:
-        """Apply the planned transitions into `outcomes`; the indexes whose write lost
-        the fence (another writer moved the route between this round's read and write)."""
+        """Apply the planned transitions into `outcomes` (recording the request ids the
+        commands at their indexes in `items` carry); the indexes whose write lost the fence
+        (another writer moved the route between this round's read and write)."""
         if not planned:
             return []
+        requests = [_request(items, index) for index, _ in planned]
         try:
-            applied: Sequence[Outcome] = await self.store.apply_many([t for _, t in planned])
+            applied: Sequence[Outcome] = await self.store.apply_many(
+                [t for _, t in planned], requests
+            )
         except StoreUnavailableError as error:
             applied = [error] * len(planned)
         lost: list[int] = []
@@ -285,11 +307,28 @@ class BatchRunner:
             fresh = await self.store.snapshots([items[i][0] for i in lost])
         except StoreUnavailableError:
             return  # the rejection stands; nothing was written
-        again, planned = self._plan([items[i] for i in lost], fresh, context)
-        await self._apply(planned, again)
+        lost_items = [items[i] for i in lost]
+        again, planned = self._plan(lost_items, fresh, context)
+        await self._apply(planned, again, lost_items)
         for index, snapshot, outcome in zip(lost, fresh, again, strict=True):
             snapshots[index] = snapshot
             outcomes[index] = outcome
+
+    async def _answer_replays(
+        self, items: Sequence[tuple[str, RouteCommand]], outcomes: list[Outcome]
+    ) -> None:
+        """A refused command whose request the route applied before is a replay (its
+        first outcome moved the route on): it answers that first outcome's snapshot."""
+        for index, ((route_id, command), outcome) in enumerate(zip(items, outcomes, strict=True)):
+            request_id = request_id_of(command)
+            if request_id is None or not isinstance(outcome, TransitionRejectedError):
+                continue
+            try:
+                first = await self.store.first_outcome(route_id, request_id)
+            except StoreUnavailableError:
+                continue  # the rejection stands: nothing was written
+            if first is not None:
+                outcomes[index] = first
 
     async def _complete_switches(self, outcomes: list[Outcome]) -> None:
         """The skips are durable; those routes now run on their next candidate."""

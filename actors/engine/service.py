@@ -91,9 +91,12 @@ class RouteService:
         caller: CallerContext,
         invocation_id: str,
         provider_session_id: str | None = None,
+        request_id: str | None = None,
     ) -> RouteSnapshot:
-        """A new route on the profile's first enabled candidate, generation 1."""
-        command = Start(profile, caller, invocation_id, provider_session_id)
+        """A new route on the profile's first enabled candidate, generation 1. Every
+        command takes an optional `request_id`: a request applied before is not applied
+        again, and answers its first outcome's snapshot."""
+        command = Start(profile, caller, invocation_id, provider_session_id, request_id)
         return await self._run(route_id, command)
 
     async def report_failure(
@@ -106,39 +109,61 @@ class RouteService:
         caller: CallerContext,
         invocation_id: str,
         provider_session_id: str | None = None,
+        attempt: int | None = None,
+        request_id: str | None = None,
     ) -> RouteSnapshot:
         command = ReportFailure(
-            expected_generation, evidence, turn, caller, invocation_id, provider_session_id
-        )
+            expected_generation, evidence, turn, caller, invocation_id, provider_session_id,
+            attempt, request_id,
+        )  # fmt: skip
         return await self._run(route_id, command)
 
-    async def report_success(self, route_id: str, expected_generation: int) -> RouteSnapshot:
-        return await self._run(route_id, ReportSuccess(expected_generation))
+    async def report_success(
+        self, route_id: str, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
+        return await self._run(route_id, ReportSuccess(expected_generation, request_id))
 
     # Manual actions
 
-    async def retry_now(self, route_id: str, expected_generation: int) -> RouteSnapshot:
-        return await self._run(route_id, RetryNow(expected_generation))
+    async def retry_now(
+        self, route_id: str, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
+        return await self._run(route_id, RetryNow(expected_generation, request_id))
 
-    async def skip_now(self, route_id: str, expected_generation: int) -> RouteSnapshot:
-        return await self._run(route_id, SkipNow(expected_generation))
+    async def skip_now(
+        self, route_id: str, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
+        return await self._run(route_id, SkipNow(expected_generation, request_id))
 
-    async def cancel_wait(self, route_id: str, expected_generation: int) -> RouteSnapshot:
-        return await self._run(route_id, CancelWait(expected_generation))
+    async def cancel_wait(
+        self, route_id: str, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
+        return await self._run(route_id, CancelWait(expected_generation, request_id))
 
-    async def stop(self, route_id: str, expected_generation: int) -> RouteSnapshot:
-        return await self._run(route_id, StopRoute(expected_generation))
+    async def stop(
+        self, route_id: str, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
+        return await self._run(route_id, StopRoute(expected_generation, request_id))
 
-    async def resume(self, route_id: str, expected_generation: int) -> RouteSnapshot:
-        return await self._run(route_id, Resume(expected_generation))
+    async def resume(
+        self, route_id: str, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
+        return await self._run(route_id, Resume(expected_generation, request_id))
 
     async def start_fresh(
-        self, route_id: str, expected_generation: int, profile: RouteProfile | None = None
+        self,
+        route_id: str,
+        expected_generation: int,
+        profile: RouteProfile | None = None,
+        *,
+        request_id: str | None = None,
     ) -> RouteSnapshot:
-        return await self._run(route_id, StartFresh(expected_generation, profile))
+        return await self._run(route_id, StartFresh(expected_generation, profile, request_id))
 
-    async def close(self, route_id: str, expected_generation: int) -> RouteSnapshot:
-        return await self._run(route_id, Close(expected_generation))
+    async def close(
+        self, route_id: str, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
+        return await self._run(route_id, Close(expected_generation, request_id))
 
     async def update_profile(self, route_id: str, profile: RouteProfile) -> RouteSnapshot:
         """Store an edited profile for the route's next decision. Needs no generation:

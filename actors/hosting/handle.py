@@ -18,6 +18,7 @@ a rejection leaves the route exactly where its own call would have (then re-read
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,7 +61,10 @@ class RouteHandle:
     Every command takes the generation the caller last saw and raises
     StaleGenerationError (no effect) when the route has moved on; every call answers the
     route's authoritative snapshot and raises StoreUnavailableError when Redis failed
-    (nothing written). Rejections carry `actual_generation` and `actual_state`."""
+    (nothing written). Rejections carry `actual_generation` and `actual_state`. Every
+    command carries a request id (`request_id=`, else a new one per call): a request the
+    route applied before is not applied again and answers its first outcome's snapshot
+    (how a call Ray re-sends to a restarted host is told apart from a new one)."""
 
     route_id: str
     host: Any  # a Ray actor handle of RouteHost
@@ -77,13 +81,15 @@ class RouteHandle:
         caller: CallerContext,
         invocation_id: str,
         provider_session_id: str | None = None,
+        request_id: str | None = None,
     ) -> RouteSnapshot:
         """A new route on the profile's first eligible candidate, generation 1. Raises
         StaleGenerationError when the route exists already (start fresh or close it).
         `provider_session_id`: the agent's own session id, for a provider-native resume.
         Raises NoEligibleCandidateError when no candidate is eligible, StoreUnavailableError
         when Redis failed (nothing was written)."""
-        return await self._snapshot(Start(profile, caller, invocation_id, provider_session_id))
+        command = Start(profile, caller, invocation_id, provider_session_id, _id(request_id))
+        return await self._snapshot(command)
 
     async def report_failure(
         self,
@@ -94,62 +100,87 @@ class RouteHandle:
         caller: CallerContext,
         invocation_id: str,
         provider_session_id: str | None = None,
+        attempt: int | None = None,
+        request_id: str | None = None,
     ) -> RouteSnapshot:
         """A failed turn: classify `evidence` (unless it already is a Classification),
         apply the candidate's policy and persist the decision (retry_wait, waiting_for_reset,
         switching to the next candidate, or action_required) before returning. `turn` is
         what was observed of the turn (None: nothing recorded, which is unsafe to replay).
-        Raises InvalidStateError when it is not active, retrying or switching."""
+        Raises InvalidStateError when it is not active, retrying or switching.
+        `attempt`: the attempt ordinal the report is about (the snapshot's
+        `attempt_ordinal` when that attempt was dispatched); a report about an earlier one
+        raises StaleOrdinalError. None: the route's current attempt."""
         command = ReportFailure(
-            expected_generation, evidence, turn, caller, invocation_id, provider_session_id
-        )
+            expected_generation, evidence, turn, caller, invocation_id, provider_session_id,
+            attempt, _id(request_id),
+        )  # fmt: skip
         return await self._snapshot(command)
 
-    async def report_success(self, expected_generation: int) -> RouteSnapshot:
+    async def report_success(
+        self, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
         """The turn succeeded: the route is active again and its retry budget restarts.
         Raises InvalidStateError when it is not active, retrying or switching."""
-        return await self._snapshot(ReportSuccess(expected_generation))
+        return await self._snapshot(ReportSuccess(expected_generation, _id(request_id)))
 
-    async def retry_now(self, expected_generation: int) -> RouteSnapshot:
+    async def retry_now(
+        self, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
         """Start the pending attempt now instead of at its deadline (it is dispatched as a
         timer's would be; on an open circuit only when it may probe, else it stays parked).
         Raises InvalidStateError when it is not waiting."""
-        return await self._snapshot(RetryNow(expected_generation))
+        return await self._snapshot(RetryNow(expected_generation, _id(request_id)))
 
-    async def skip_now(self, expected_generation: int) -> RouteSnapshot:
+    async def skip_now(
+        self, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
         """Give up the wait and switch to the next eligible candidate (a new generation), or
         stop when none is left. Raises InvalidStateError when it is not waiting."""
-        return await self._snapshot(SkipNow(expected_generation))
+        return await self._snapshot(SkipNow(expected_generation, _id(request_id)))
 
-    async def cancel_wait(self, expected_generation: int) -> RouteSnapshot:
+    async def cancel_wait(
+        self, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
         """Cancel a pending wait: the route goes to action_required. With no wait pending it
         changes nothing."""
-        return await self._snapshot(CancelWait(expected_generation))
+        return await self._snapshot(CancelWait(expected_generation, _id(request_id)))
 
-    async def stop(self, expected_generation: int) -> RouteSnapshot:
+    async def stop(
+        self, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
         """Stop automatic recovery (action_required); a stopped route stays as it is.
         Raises InvalidStateError when it is closed or was never started."""
-        return await self._snapshot(StopRoute(expected_generation))
+        return await self._snapshot(StopRoute(expected_generation, _id(request_id)))
 
-    async def resume(self, expected_generation: int) -> RouteSnapshot:
+    async def resume(
+        self, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
         """Leave action_required on the same candidate, generation and cycle (active).
         Raises InvalidStateError when it is not action_required, NoEligibleCandidateError
         when it has no candidate."""
-        return await self._snapshot(Resume(expected_generation))
+        return await self._snapshot(Resume(expected_generation, _id(request_id)))
 
     async def start_fresh(
-        self, expected_generation: int, profile: RouteProfile | None = None
+        self,
+        expected_generation: int,
+        profile: RouteProfile | None = None,
+        *,
+        request_id: str | None = None,
     ) -> RouteSnapshot:
         """Leave action_required in a new generation on the first eligible candidate of
         `profile` (None: the route's own), with a new retry cycle. Raises InvalidStateError
         when it is not action_required, NoEligibleCandidateError when no candidate is
         eligible."""
-        return await self._snapshot(StartFresh(expected_generation, profile))
+        command = StartFresh(expected_generation, profile, _id(request_id))
+        return await self._snapshot(command)
 
-    async def close(self, expected_generation: int) -> RouteSnapshot:
+    async def close(
+        self, expected_generation: int, *, request_id: str | None = None
+    ) -> RouteSnapshot:
         """Close the route for good: it takes no further command and expires after the
         configured retention; closing it again changes nothing."""
-        return await self._snapshot(Close(expected_generation))
+        return await self._snapshot(Close(expected_generation, _id(request_id)))
 
     async def snapshot(self) -> RouteSnapshot:
         """The route's authoritative snapshot (state "none", generation 0, when it was
@@ -188,3 +219,9 @@ class RouteHandle:
         except ValueError:  # not recreated (yet): the caller sees the actor's death
             return None
         return None if fresh._actor_id == dead._actor_id else fresh
+
+
+def _id(request_id: str | None) -> str:
+    """The caller's request id, else a new one: a call Ray re-sends (a host restarted with
+    it in flight) carries the same id, so it is applied once."""
+    return request_id if request_id is not None else uuid.uuid4().hex

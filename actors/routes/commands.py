@@ -86,6 +86,7 @@ class Start:
     caller: CallerContext
     invocation_id: str
     provider_session_id: str | None = None
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,9 @@ class ReportFailure:
     """A failed turn. `evidence` is classified with the context's time unless it is
     already a Classification; `turn` is what was observed of the turn (None: nothing was
     recorded, which is unsafe). `provider_session_id`: the agent's own session id the
-    turn ran in, if the report knows it (None keeps the one recorded)."""
+    turn ran in, if the report knows it (None keeps the one recorded). `attempt`: the
+    attempt ordinal the caller saw (None: the route's current one); a report about an
+    earlier attempt is refused (StaleOrdinalError)."""
 
     expected_generation: int
     evidence: Evidence | Classification
@@ -101,11 +104,14 @@ class ReportFailure:
     caller: CallerContext
     invocation_id: str
     provider_session_id: str | None = None
+    attempt: int | None = None
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReportSuccess:
     expected_generation: int
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,26 +137,31 @@ class ReleaseParked:
 @dataclass(frozen=True, slots=True)
 class RetryNow:
     expected_generation: int
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SkipNow:
     expected_generation: int
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class CancelWait:
     expected_generation: int
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StopRoute:
     expected_generation: int
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Resume:
     expected_generation: int
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,11 +171,13 @@ class StartFresh:
 
     expected_generation: int
     profile: RouteProfile | None = None
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Close:
     expected_generation: int
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +215,14 @@ class ReturnUnsent(ForAttempt):
     generation: int
     ordinal: int
     detail: str
+
+
+def request_id_of(command: object) -> str | None:
+    """The caller's request id a command carries (None: none, or not a caller command).
+    A request seen again (the same id, e.g. Ray re-sending a batch to a restarted host)
+    is applied once; the replay answers the first outcome's snapshot."""
+    found = getattr(command, "request_id", None)
+    return found if isinstance(found, str) else None
 
 
 RouteCommand = (

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from actors.errors import CorruptProfileError
+from actors.errors import CorruptProfileError, StaleOrdinalError
 from actors.routes.commands import ReportFailure, RouteContext
 from actors.routes.eligibility import decision_horizon
 from actors.routes.models import CycleRecord, RouteSnapshot, Transition
@@ -172,6 +172,11 @@ def failure_transition(
     `count_failure` the failure is not counted on its circuit (it was, when it was first
     reported: a re-evaluation)."""
     require(snapshot, report.expected_generation, REPORTABLE)
+    if report.attempt is not None and report.attempt != snapshot.attempt_ordinal:
+        raise StaleOrdinalError(
+            snapshot.route_id, report.attempt, snapshot.attempt_ordinal, snapshot.generation,
+            snapshot.state,
+        )  # fmt: skip
     judged = judge_failure(snapshot, report, context)
     found = judged.classification
     if context.circuits is not None:  # counted (or the probe's verdict) before deciding

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
@@ -55,6 +56,8 @@ _EVENT_ROUTE_FIELDS: Final = tuple(n for n in RouteFields.model_fields if n not 
 STALE_GENERATION: Final = "stale_generation"
 INVALID_STATE: Final = "invalid_state"
 STALE_ORDINAL: Final = "stale_ordinal"
+DEFAULT_REQUESTS_KEPT: Final = 16
+DEFAULT_REQUESTS_TTL_S: Final = 86_400
 
 
 def _dumps(value: Any) -> str:
@@ -141,8 +144,14 @@ def decode_event(event_id: str, raw: Mapping[str, str]) -> RouteEvent:
     return _decode(RouteEvent, {**raw, "at": at}, "events", event_id=event_id)
 
 
-def transition_request(transition: Transition, at: datetime, events_maxlen: int) -> list[str]:
-    """ARGV of transition.lua (its header documents every member)."""
+def transition_request(
+    transition: Transition,
+    at: datetime,
+    events_maxlen: int,
+    request: RequestRecord | None = None,
+) -> list[str]:
+    """ARGV of transition.lua (its header documents every member); with `request`, the
+    script applies it once per request id and keeps the ids as `request` says."""
     route_id, route = transition.route_id, transition.route
     texts = _route_texts(route)
     # The event repeats the leading fields: everything but the JSON documents.
@@ -158,7 +167,7 @@ def transition_request(transition: Transition, at: datetime, events_maxlen: int)
         schedule = ["route", route_id, "generation", str(transition.generation)]
         for stored, name in _SCHEDULE_FROM_ROUTE:
             schedule += (stored, texts[name])
-    request = {
+    argv: dict[str, Any] = {
         "route": route_id,
         "expected": transition.expected_generation,
         "generation": transition.generation,
@@ -173,10 +182,37 @@ def transition_request(transition: Transition, at: datetime, events_maxlen: int)
         "maxlen": events_maxlen,
         "ttl": transition.expire_after_s or 0,
     }
-    if transition.expected_ordinal is not None:  # absent, not null: cjson's null is truthy
-        request["ordinal"] = transition.expected_ordinal
+    # Optional members are absent, not null: cjson's null is truthy in Lua.
+    if transition.expected_ordinal is not None:
+        argv["ordinal"] = transition.expected_ordinal
+    if request is not None:
+        argv.update(
+            request_id=request.request_id, requests_keep=request.keep,
+            requests_ttl=request.keep_for_s,
+        )  # fmt: skip
     attempt = transition.attempt.model_dump_json() if transition.attempt else ""
-    return [_dumps(request), attempt]
+    return [_dumps(argv), attempt]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """How a transition records its caller's request id: the route keeps its last `keep`
+    applied ids, for `keep_for_s` after the last one (a replay within them is not applied
+    again, and answers the first outcome)."""
+
+    request_id: str
+    keep: int = DEFAULT_REQUESTS_KEPT
+    keep_for_s: int = DEFAULT_REQUESTS_TTL_S
+
+
+def replayed_snapshot(route_id: str, first: str) -> RouteSnapshot:
+    """The snapshot a request's first outcome wrote (what transition.lua kept of it)."""
+    try:
+        generation, flat = json.loads(first)
+        pairs = dict(zip(flat[::2], flat[1::2], strict=True))
+    except (ValueError, TypeError) as error:
+        raise StoreUnavailableError("replay", f"unreadable recorded outcome: {error}") from error
+    return decode_route(route_id, {**pairs, "generation": str(generation)})
 
 
 def transition_result(
@@ -186,6 +222,8 @@ def transition_result(
     match list(reply):
         case [1, _generation, _state]:
             return applied_snapshot(transition, at)
+        case [2, str(first)]:
+            return replayed_snapshot(transition.route_id, first)
         case [0, generation, state, str(why)] if why == STALE_GENERATION:
             return StaleGenerationError(
                 transition.route_id, transition.expected_generation, int(generation), str(state)

@@ -34,10 +34,12 @@ from actors.keys import KeySpace, valid_route_id
 from actors.routes.models import AttemptRecord, RouteEvent, RouteSnapshot, ScheduleEntry, Transition
 from actors.store.pool import OwnsItsClient, bounded_client
 from actors.store.route_codec import (
+    RequestRecord,
     decode_attempt,
     decode_event,
     decode_route,
     decode_schedule,
+    replayed_snapshot,
     transition_request,
     transition_result,
 )
@@ -212,11 +214,15 @@ class RouteStore(OwnsItsClient):
 
     # Transitions
 
-    async def apply(self, transition: Transition) -> RouteSnapshot:
-        """Apply one transition; the snapshot it wrote, or the typed rejection raised."""
+    async def apply(
+        self, transition: Transition, request: RequestRecord | None = None
+    ) -> RouteSnapshot:
+        """Apply one transition; the snapshot it wrote, or the typed rejection raised.
+        With `request`, a request id the route applied before is not applied again: the
+        answer is the snapshot its first outcome wrote."""
         at = self._clock.now().astimezone(UTC)
         keys = self._transition_keys(transition)
-        argv = transition_request(transition, at, self.events_maxlen)
+        argv = transition_request(transition, at, self.events_maxlen, request)
         try:
             await self._load_script_once()
             reply = await self._evalsha(keys, argv)
@@ -227,19 +233,24 @@ class RouteStore(OwnsItsClient):
             return result
         raise result
 
-    async def apply_many(self, transitions: Sequence[Transition]) -> list[TransitionOutcome]:
+    async def apply_many(
+        self,
+        transitions: Sequence[Transition],
+        requests: Sequence[RequestRecord | None] | None = None,
+    ) -> list[TransitionOutcome]:
         """Apply a batch as one pipeline, in order (a later item for the same route sees
         the earlier one's effect). Per-item outcomes; a failure of the connection itself
         raises StoreUnavailableError for the whole batch, whose items may or may not
         have been applied (re-read the snapshots)."""
         if not transitions:
             return []
+        recorded = list(requests) if requests is not None else [None] * len(transitions)
         if len(transitions) == 1:  # a plain EVALSHA: cheaper than a pipeline of one
-            return [await self._apply_one(transitions[0])]
+            return [await self._apply_one(transitions[0], recorded[0])]
         at = self._clock.now().astimezone(UTC)
         calls = [
-            (self._transition_keys(t), transition_request(t, at, self.events_maxlen))
-            for t in transitions
+            (self._transition_keys(t), transition_request(t, at, self.events_maxlen, r))
+            for t, r in zip(transitions, recorded, strict=True)
         ]
         try:
             await self._load_script_once()
@@ -254,10 +265,12 @@ class RouteStore(OwnsItsClient):
             raise _unavailable("apply_many", error) from error
         return [self._outcome(t, reply, at) for t, reply in zip(transitions, replies, strict=True)]
 
-    async def _apply_one(self, transition: Transition) -> TransitionOutcome:
+    async def _apply_one(
+        self, transition: Transition, request: RequestRecord | None
+    ) -> TransitionOutcome:
         """`apply`, with a rejection returned rather than raised (an apply_many item)."""
         try:
-            return await self.apply(transition)
+            return await self.apply(transition, request)
         except TransitionRejectedError as rejected:
             return rejected
 
@@ -269,6 +282,15 @@ class RouteStore(OwnsItsClient):
         except StoreUnavailableError as error:
             return error
 
+    async def first_outcome(self, route_id: str, request_id: str) -> RouteSnapshot | None:
+        """The snapshot request `request_id` first wrote on the route, while the route
+        keeps it; None for a request it never applied (or has forgotten)."""
+        try:
+            first = await self._client.hget(self.keys.requests(route_id), request_id)
+        except RedisError as error:
+            raise _unavailable("replay", error) from error
+        return None if first is None else replayed_snapshot(route_id, _text(first))
+
     def _transition_keys(self, transition: Transition) -> list[str]:
         route_id = valid_route_id(transition.route_id)
         keys = [
@@ -277,6 +299,8 @@ class RouteStore(OwnsItsClient):
             self.keys.schedule(route_id),
             self.keys.schedules,
             self.keys.events,
+            self.keys.requests(route_id),
+            self.keys.request_order(route_id),
         ]
         if transition.host_id is not None:
             keys.append(self.keys.host_routes(transition.host_id))

@@ -5,7 +5,9 @@
 --       [3] the route's schedule hash
 --       [4] schedule sorted set (member = route id, score = deadline epoch seconds)
 --       [5] events stream
---       [6] optional: the hosting actor's route index set
+--       [6] the route's applied requests hash (request id -> the outcome's route fields)
+--       [7] the route's applied request ids, oldest first (list)
+--       [8] optional: the hosting actor's route index set
 -- ARGV: [1] JSON object (decoded with cjson):
 --         route        route id (the sorted-set and index member)
 --         expected     the generation the caller saw
@@ -24,20 +26,32 @@
 --                      together, only here)
 --         ordinal      optional: the attempt ordinal the route must still be at
 --                      (absent = not checked)
+--         request_id   optional: the caller's request id; a request already applied
+--                      is not applied again (absent = not checked)
+--         requests_keep  with request_id: how many applied ids a route keeps
+--         requests_ttl   with request_id: seconds they are kept after the last one
 --       [2] the attempt record (JSON text) to append, or "" for none
 -- Returns {1, generation, state} when applied, else nothing is written and it returns
 --         {0, actual generation, actual state, "stale_generation" | "invalid_state"}, or
---         {0, actual generation, actual state, "stale_ordinal", actual attempt ordinal}.
+--         {0, actual generation, actual state, "stale_ordinal", actual attempt ordinal},
+--         or {2, the first outcome (JSON: [generation, fields])} for a request applied before.
 local request = cjson.decode(ARGV[1])
 
 -- Redis does not roll a script back: refuse before the first write if any key holds
 -- the wrong type, so an error never leaves half a transition behind.
-local key_types = {'hash', 'list', 'hash', 'zset', 'stream', 'set'}
+local key_types = {'hash', 'list', 'hash', 'zset', 'stream', 'hash', 'list', 'set'}
 for index, key in ipairs(KEYS) do
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= key_types[index] then
     return redis.error_reply('WRONGTYPE transition: ' .. key .. ' holds a ' .. found
       .. ', not a ' .. key_types[index])
+  end
+end
+
+if request.request_id ~= nil then
+  local first = redis.call('HGET', KEYS[6], request.request_id)
+  if first then
+    return {2, first}
   end
 end
 
@@ -101,11 +115,22 @@ else
   redis.call('PERSIST', KEYS[2])
 end
 
-if #KEYS >= 6 then
+if request.request_id ~= nil then
+  redis.call('HSET', KEYS[6], request.request_id, cjson.encode({generation, request.fields}))
+  redis.call('RPUSH', KEYS[7], request.request_id)
+  while redis.call('LLEN', KEYS[7]) > request.requests_keep do
+    redis.call('HDEL', KEYS[6], redis.call('LPOP', KEYS[7]))
+  end
+  local keep_for = string.format('%d', request.requests_ttl)
+  redis.call('EXPIRE', KEYS[6], keep_for)
+  redis.call('EXPIRE', KEYS[7], keep_for)
+end
+
+if #KEYS >= 8 then
   if request.state == 'closed' then
-    redis.call('SREM', KEYS[6], request.route)
+    redis.call('SREM', KEYS[8], request.route)
   else
-    redis.call('SADD', KEYS[6], request.route)
+    redis.call('SADD', KEYS[8], request.route)
   end
 end
 
