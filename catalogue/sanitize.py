@@ -14,12 +14,13 @@ import re
 import string
 from collections.abc import Callable, Iterable
 
+from catalogue.key_shapes import MARK, redact_key_blocks, redact_key_shapes
+
 __all__ = ["MAX_EXCERPT_BYTES", "sanitize"]
 
 MAX_EXCERPT_BYTES = 4096
 
 _ELLIPSIS = "…"
-_MARK = "[REDACTED]"
 _EMAIL_MARK = "[EMAIL]"
 # Longer inputs are cut to this many characters before any pattern runs; the partial token
 # at the cut is dropped so a secret straddling it cannot survive as an unrecognised stub.
@@ -27,11 +28,13 @@ _PRECUT_CHARS = 16 * 1024
 _BUDGET = MAX_EXCERPT_BYTES - len(_ELLIPSIS.encode())
 
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F)) + b"\t\n"
-# C0/C1 controls except \t and \n, bidi overrides and lone surrogates; an ESC takes its ANSI
+# C0/C1 controls except \t and \n, bidi overrides, zero-width and invisible format characters
+# (a key split by them is whole again) and lone surrogates; an ESC takes its ANSI
 # CSI / OSC sequence with it. Intermediates (" ") are left out so "\x1b[ Bearer x" keeps its
 # "B". The character class comes first so CPython scans for it quickly.
 _CONTROL = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069"
+    r"\ufeff\ud800-\udfff]"
     r"(?:(?<=\x1b)(?:\[[0-?]*[@-~]|\][^\x07\x1b\n]*\x07?))?"
 )
 _BLANK_LINES = re.compile(r"\n(?:[ \t]*\n){3,}")
@@ -39,50 +42,39 @@ _BLANK_LINES = re.compile(r"\n(?:[ \t]*\n){3,}")
 # recognise it is ASCII); matched on the reversed text from position 0.
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9!#$%&*+./:=?@\\^_|~-]*")
 
-_PEM = re.compile(
-    r"-----BEGIN [A-Z ]{0,24}PRIVATE KEY-----.*?(?:-----END [A-Z ]{0,24}PRIVATE KEY-----|\Z)",
-    re.DOTALL,
-)
-
 # Name/value patterns run on the lower-cased text, matched only where str.find saw the name.
-# The separator covers `k=v`, `k: v`, `"k": "v"`, `\"k\": \"v\"` and `(b'k', b'v')`; quoted
-# values end at their quote, bare ones at a delimiter, header values at the end of the line.
-_SEP = r"(?:(?:\\?[\"'])?[ \t]*[:=][ \t]*|(?P<comma>\\?[\"'][ \t]*,[ \t]*))"
-_QUOTED = r"b?\"(?P<dq>(?:[^\"\\\n]|\\.)*)|b?'(?P<sq>(?:[^'\\\n]|\\.)*)|\\\"(?P<eq>[^\\\"\n]*)"
+# The separator covers `k=v`, `k: v`, `"k": "v"`, `\"k\": \"v\"` (escaped once or more) and
+# `(b'k', b'v')`; quoted values end at their quote, bare ones at a delimiter, header values
+# at the end of the line. A value's tail past a quote inside it (`'a'b'`) is found by _TAIL.
+_SEP = r"(?:(?:\\*[\"'])?[ \t]*[:=][ \t]*|(?P<comma>\\*[\"'][ \t]*,[ \t]*))"
+_QUOTED = (
+    r"b?\"(?P<dq>(?:[^\"\\\n]|\\.)*)|b?'(?P<sq>(?:[^'\\\n]|\\.)*)"
+    r"|\\+\"(?P<eq>[^\\\"\n]*)|\\+'(?P<es>[^\\'\n]*)|`(?P<bq>[^`\n]*)"
+)
 _HEADER_VALUE = _SEP + rf"(?:{_QUOTED}|(?P<bare>[^\s…][^\r\n]*))"
 _SCHEMES = r"(?:bearer[ \t]+|basic[ \t]+)*"  # "Bearer x" as a value is one credential
-_BARE = r"[^\s…\"'`,;&<>()\[\]{}\\][^\s\"'`,;&<>()\[\]{}\\]*"
+# A bare value may open with a bracket (`password=(x)`), never with "[" (the marker's).
+_BARE = r"[^\s…\"'`,;&>)\[\]}\\][^\s\"'`,;&<>()\[\]{}\\]*"
 _ASSIGN_VALUE = rf"{_SEP}(?:{_QUOTED}|(?P<bare>{_SCHEMES}{_BARE}))"
 # In prose, a long opaque value shortly after the name: "Invalid API key 3f9c0a…". A pass of
 # its own, so a rejected prose match cannot hide a `password=` inside its value.
 _PROSE_VALUE = r"s?[^\w\n]{1,4}(?P<v>[a-z0-9+/_.=-]{20,})"
 _BEARER_VALUE = rf"[ \t]+{_SCHEMES}(?P<v>[a-z0-9._~+/=-]+)"
-_QUOTED_VALUES = ("dq", "sq", "eq")
-_KEY_AFTER = re.compile(r"\\?[\"']:(?!/)")
-_ASSIGN_NAMES = ("token", "secret", "key", "pass(?:word|wd|phrase)")
-_KEY_OWNERS = ("api", "access", "secret", "private")
+_QUOTED_VALUES = ("dq", "sq", "eq", "es", "bq")
+_KEY_AFTER = re.compile(r"\\*[\"']:(?!/)")
+# What is left of a value after a quote inside it: quote runs each followed by more value.
+_TAIL = re.compile(r"(?:[\"'`\\]+[^\s\"'`\\,;&<>()\[\]{}]+)+[\"'`\\]*")
+_QUOTES = "\"'`\\"
+# `pwd`/`sig`: connection strings (PWD=) and shared access signatures (sig=).
+_ASSIGN_NAMES = ("token", "secret", "key", "pass(?:word|wd|phrase)", "pwd", "sig")
+_KEY_OWNERS = (
+    *("api", "access", "secret", "private", "account", "subscription", "client", "master"),
+    *("signing", "encryption", "shared", "auth", "session"),
+)
 _NOT_TOKENS = {  # "Bearer token is missing" is prose, not a credential
     *("token", "tokens", "auth", "authentication", "authorization", "scheme", "header"),
     *("credential", "credentials", "realm", "required", "is", "was", "missing", "invalid"),
 }
-
-# Provider key prefixes on a word boundary, then a realistic body (checked by look-ahead
-# first, which rejects most separators in ordinary text after a few characters).
-_NB = r"(?<![A-Za-z0-9])"
-_BODY = r"(?=[A-Za-z0-9_-]{20})(?P<body>[A-Za-z0-9_-]+)"
-_KEY_DASH = re.compile(
-    rf"-(?=[A-Za-z0-9_-]{{20}})(?:(?<={_NB}sk-)(?P<sub>ant-(?:[a-z]{{2,8}}\d\d-)?|or-v1-|proj-"
-    rf"|svcacct-|admin-)?|(?<={_NB}xai-)|(?<={_NB}pplx-)|(?<={_NB}xox[abposr]-)){_BODY}"
-)
-_KEY_UNDERSCORE = re.compile(
-    rf"_(?=[A-Za-z0-9_-]{{20}})(?:(?<={_NB}gsk_)|(?<={_NB}gh[pousr]_)|(?<={_NB}hf_)"
-    rf"|(?<={_NB}r8_)|(?<=github_pat_)|(?<={_NB}[sr]k_live_)|(?<={_NB}[sr]k_test_)){_BODY}"
-)
-_KEY_A = re.compile(
-    r"A(?<![A-Za-z0-9]A)(?:Iza(?P<body>[A-Za-z0-9_-]{20,})|[KS]IA(?=[A-Z0-9]{16})[\w-]+)"
-)
-_KEY_OAUTH = re.compile(rf"ya29\.(?<={_NB}ya29\.){_BODY}")
-_JWT = re.compile(r"eyJ(?<![A-Za-z0-9]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}(?:\.[\w-]*)?")
 
 _USERINFO = re.compile(r"://(?P<v>[^\s/?#@\"'<>]+)@")
 _QUERY = re.compile(r"://[^\s?#\"'<>]*\?(?P<v>[^\s…#\"'<>)][^\s#\"'<>)]*)")
@@ -117,7 +109,7 @@ def _rewrite(text: str, matches: Iterable[re.Match[str]], decide: Decide) -> str
 def _name_ok(text: str, low: str, start: int, name: str) -> bool:
     """Is the name at `start` a whole key name (`token`, `access_token`, `apiToken`, ...)?"""
     if name == "key":  # only api/access/secret/private keys: not `monkey`, not `primary_key`
-        return low[max(0, start - 9) : start].rstrip("_- ").endswith(_KEY_OWNERS)
+        return low[max(0, start - 14) : start].rstrip("_- ").endswith(_KEY_OWNERS)
     if start == 0 or not text[start - 1].isalnum():
         return True
     return text[start].isupper() and not text[start - 1].isupper()  # camelCase part
@@ -151,12 +143,21 @@ def _named_matches(text: str, low: str, name: str, first: re.Match[str]) -> list
 
 def _value_edit(match: re.Match[str], text: str, last: int = 0) -> Edit | None:
     """Replace the value group of `match` by the marker unless it is empty or one already,
-    or is a quoted key (`cookie: "password": "x"`): that key's own pass redacts its value."""
+    or is a quoted key (`cookie: "password": "x"`): that key's own pass redacts its value.
+    A value that goes on past a quote (`'a'b'`, `ab"cd`) is marked to the end of its tail;
+    a quoted one keeps its opening quote and is closed again."""
     group = match.lastgroup  # the value group closes last in every name pattern
     start, end = match.span(group) if group else (0, 0)
+    if group in _QUOTED_VALUES and _KEY_AFTER.match(text, end):
+        return None
+    tail = _TAIL.match(text, end) if group else None
+    if tail is not None:
+        opening = start
+        while group in _QUOTED_VALUES and opening > 0 and text[opening - 1] in _QUOTES:
+            opening -= 1
+        return (start, tail.end(), MARK + text[opening:start])
     value = text[start:end]
-    is_key = group in _QUOTED_VALUES and _KEY_AFTER.match(text, end)
-    return None if not value or value == _MARK or is_key else (start, end, _MARK)
+    return None if not value or value == MARK else (start, end, MARK)
 
 
 def _assignment(match: re.Match[str], text: str, last: int) -> Edit | None:
@@ -212,16 +213,10 @@ def _home(match: re.Match[str], text: str, last: int) -> Edit | None:
     return (start, match.end(), "~")
 
 
-def _keep_prefix(match: re.Match[str]) -> str:
-    """Keep the matched text before the secret body (a diagnostic prefix), mark the rest."""
-    body = match.start("body") if match.start("body") >= 0 else match.start() + 4
-    return match.group(0)[: body - match.start()] + _MARK
-
-
 def _url_value(match: re.Match[str]) -> str:
     whole, base = match.group(0), match.start()
     start, end = match.start("v") - base, match.end("v") - base
-    return whole if whole[start:end] == _MARK else whole[:start] + _MARK + whole[end:]
+    return whole if whole[start:end] == MARK else whole[:start] + MARK + whole[end:]
 
 
 def _lower(text: str) -> str:
@@ -258,18 +253,9 @@ def _redact_named(text: str) -> str:
 
 def _redact_once(text: str) -> str:
     """Apply every redaction; each is skipped after one substring test when it cannot apply."""
-    if "PRIVATE KEY-----" in text:
-        text = _PEM.sub(_MARK, text)
-    text = _redact_named(text)
+    text = redact_key_shapes(_redact_named(redact_key_blocks(text)))
     if ("@" in text or "?" in text) and "://" in text:
         text = _QUERY.sub(_url_value, _USERINFO.sub(_url_value, text))
-    for hint, pattern in (("-", _KEY_DASH), ("_", _KEY_UNDERSCORE), ("A", _KEY_A)):
-        if hint in text:
-            text = pattern.sub(_keep_prefix, text)
-    if "ya29." in text:
-        text = _KEY_OAUTH.sub(_keep_prefix, text)
-    if "J" in text and "eyJ" in text:
-        text = _JWT.sub(_MARK, text)
     if "@" in text:
         text = _rewrite(text, _EMAIL_DOMAIN.finditer(text), _email)
     if "/" in text and _HOME_SLASH.search(text):
