@@ -13,15 +13,17 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Iterable
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from catalogue.key_shapes import MARK, redact_key_blocks, redact_key_shapes
 
-__all__ = ["MAX_EXCERPT_BYTES", "sanitize"]
+__all__ = ["MAX_EXCERPT_BYTES", "masked_url", "sanitize"]
 
 MAX_EXCERPT_BYTES = 4096
 
 _ELLIPSIS = "…"
 _EMAIL_MARK = "[EMAIL]"
+_MASK = "***"  # a password in a URL the project prints (masked_url)
 # Longer inputs are cut to this many characters before any pattern runs; the partial token
 # at the cut is dropped so a secret straddling it cannot survive as an unrecognised stub.
 _PRECUT_CHARS = 16 * 1024
@@ -214,9 +216,13 @@ def _home(match: re.Match[str], text: str, last: int) -> Edit | None:
 
 
 def _url_value(match: re.Match[str]) -> str:
+    """Mark a URL's user info or query, unless already marked (by us or by masked_url)."""
     whole, base = match.group(0), match.start()
     start, end = match.start("v") - base, match.end("v") - base
-    return whole if whole[start:end] == MARK else whole[:start] + MARK + whole[end:]
+    value = whole[start:end]
+    if value == MARK or value == _MASK or value.endswith(":" + _MASK):
+        return whole
+    return whole[:start] + MARK + whole[end:]
 
 
 def _lower(text: str) -> str:
@@ -298,3 +304,35 @@ def sanitize(text: str) -> str:
     if cut or (len(text) * 4 > MAX_EXCERPT_BYTES and len(text.encode()) > MAX_EXCERPT_BYTES):
         return _truncate(text)
     return text
+
+
+_SECRET_PARAMETERS = ("pass", "pwd", "token", "secret", "key", "sig", "auth", "credential")
+
+
+def masked_url(url: str) -> str:
+    """`url` as the project prints it (the one helper for that): the password of its user
+    info, or the whole user info when it has no password part (a token as user name), and
+    the values of secret-looking query parameters (`?password=`) become `***`; scheme, user
+    name, host, port and path are kept. Text that is not a URL is sanitised instead."""
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:
+        return sanitize(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    secret_query = any(_secret_parameter(name) for name, _ in query)
+    if not (at or secret_query):
+        return url
+    netloc = parts.netloc
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}:{_MASK}@{host}" if colon else f"{_MASK}@{host}"
+    if secret_query:
+        masked = [(n, _MASK if _secret_parameter(n) else v) for n, v in query]
+        parts = parts._replace(query=urlencode(masked, safe="*"))
+    head = f"{parts.scheme}://{netloc}" if parts.scheme else f"//{netloc}"
+    return head + urlunsplit(parts._replace(scheme="", netloc=""))
+
+
+def _secret_parameter(name: str) -> bool:
+    return any(word in name.lower() for word in _SECRET_PARAMETERS)

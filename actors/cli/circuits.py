@@ -22,7 +22,7 @@ from typing import Any, Final
 from actors.cli.common import CliError
 from actors.cli.format import due_in_s, relative, table
 from actors.cli.policy import aware_datetime
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, error_text
 from actors.keys import DEFAULT_PREFIX, KeySpace
 from actors.routes.circuit_models import CircuitView
 from actors.store.circuit_store import CircuitStore
@@ -62,7 +62,7 @@ def run_circuits(args: argparse.Namespace) -> int:
             raise CliError("no Redis URL: pass --redis-url URL or set REDIS_URL")
         circuits = asyncio.run(read_circuits(url, keys))
     except (CliError, RecoveryError) as error:
-        print(f"recovery circuits: {error}", file=sys.stderr)
+        print(f"recovery circuits: {error_text(error)}", file=sys.stderr)
         return EXIT_ERROR
     print_circuits(circuits, keys, args)
     return 0
@@ -73,7 +73,7 @@ async def read_circuits(url: str, keys: KeySpace) -> list[CircuitView]:
     try:
         store = CircuitStore.connect(url, keys=keys, max_connections=2, timeout_s=TIMEOUT_S)
     except ValueError as error:
-        raise CliError(f"invalid Redis URL: {error}") from None
+        raise CliError(f"invalid Redis URL: {error_text(error)}") from None
     async with store:
         return await store.all_circuits()
 

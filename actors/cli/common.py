@@ -7,7 +7,6 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -18,8 +17,10 @@ from actors.errors import (
     InvalidIdentifierError,
     RecoveryError,
     StoreUnavailableError,
+    error_text,
 )
 from actors.keys import KeySpace
+from catalogue.sanitize import masked_url
 
 EXIT_ERROR: Final = 2
 TIMEOUT_S: Final = 5.0
@@ -41,11 +42,10 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
             InvalidIdentifierError,
             StoreUnavailableError,
         ) as error:
-            message = str(error)
+            message = error_text(error)
         except redis.RedisError as error:
-            url = redacted(redis_url_of(args))
-            detail = str(error) or type(error).__name__
-            message = f"cannot read Redis at {url}: {detail}"
+            url = masked_url(redis_url_of(args))
+            message = f"cannot read Redis at {url}: {error_text(error)}"
         print(f"recovery {args.command}: {message}", file=sys.stderr)
         return EXIT_ERROR
 
@@ -65,16 +65,6 @@ def redis_url_of(args: argparse.Namespace) -> str:
     return url
 
 
-def redacted(url: str) -> str:
-    """`url` without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
 def connect(url: str) -> redis.Redis:
     """A synchronous client that fails fast (no retries) and has answered a PING."""
     try:
@@ -86,13 +76,12 @@ def connect(url: str) -> redis.Redis:
             retry=Retry(NoBackoff(), 0),
         )
     except ValueError as error:
-        raise CliError(f"invalid Redis URL {redacted(url)!r}: {error}") from None
+        raise CliError(f"invalid Redis URL {masked_url(url)!r}: {error_text(error)}") from None
     try:
         client.ping()
     except redis.RedisError as error:
         client.close()
-        detail = str(error) or type(error).__name__
-        raise CliError(f"cannot reach Redis at {redacted(url)}: {detail}") from None
+        raise CliError(f"cannot reach Redis at {masked_url(url)}: {error_text(error)}") from None
     return client
 
 

@@ -49,6 +49,7 @@ import redis
 
 from actors.engine.config import DEFAULT_DATA_DIR, DEFAULT_WORKER_COUNT, RuntimeConfig
 from actors.engine.settings import EngineSettings
+from actors.errors import error_text
 from actors.hosting.batcher import BatcherPool
 from actors.hosting.handle import RouteHandle, committed_by_retry
 from actors.hosting.hash_ring import DEFAULT_VIRTUAL_NODES, HashRing
@@ -267,7 +268,7 @@ class RecoveryRuntime:
         try:
             return self.pending_schedules()
         except redis.RedisError as error:
-            log.warning("cannot count the pending schedules: %s", error)
+            log.warning("cannot count the pending schedules: %s", error_text(error))
             return None
 
     def _start_ray(self) -> None:
