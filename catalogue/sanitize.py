@@ -220,7 +220,7 @@ def _url_value(match: re.Match[str]) -> str:
     whole, base = match.group(0), match.start()
     start, end = match.start("v") - base, match.end("v") - base
     value = whole[start:end]
-    if value == MARK or value == _MASK or value.endswith(":" + _MASK):
+    if value in (MARK, _MASK) or value.endswith(":" + _MASK):
         return whole
     return whole[:start] + MARK + whole[end:]
 

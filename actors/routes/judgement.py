@@ -31,6 +31,7 @@ from actors.routes.parking import parked_changes
 from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
 from actors.routes.steps import REPORTABLE, clip, require, skip_step, step, updated
 from catalogue import Classification, classify
+from catalogue.boundary import revalidated
 from policy import (
     CycleUsage,
     Decision,
@@ -62,8 +63,12 @@ class Judgement:
 
 
 def classification_of(report: ReportFailure, context: RouteContext) -> Classification:
+    """The report's classification: its evidence classified at the context's time, or the
+    Classification it carries checked again as the catalogue would have produced it
+    (catalogue/boundary.py: a known rule, a bounded hint, a sanitised excerpt), else
+    InvalidClassificationError, the report's own error, with no effect."""
     if isinstance(report.evidence, Classification):
-        return report.evidence
+        return revalidated(report.evidence, context.now)
     return (context.classifier or classify)(report.evidence, context.now)
 
 
