@@ -1,13 +1,38 @@
 """Everything a deployment wrote, as text to search for canary fragments: every Redis key
-with its value (whatever its type), files on disk, and the process table."""
+with its value (whatever its type), files on disk, and the process table; and an embedded
+Redis that requires a (canary) password."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import redis
+
+from actors.store.embedded import EmbeddedRedis
+
+
+@contextmanager
+def protected_redis(folder: Path, password: str) -> Iterator[tuple[str, Path]]:
+    """An embedded Redis in `folder` requiring `password`: (its URL with the password, its
+    socket)."""
+    server = EmbeddedRedis(folder)
+    server.start()
+    open_client = redis.Redis(unix_socket_path=str(server.socket_path))
+    open_client.config_set("requirepass", password)
+    open_client.close()
+    url = f"unix://:{quote(password)}@{server.socket_path}"
+    try:
+        yield url, server.socket_path
+    finally:
+        client = redis.Redis.from_url(url)
+        client.config_set("requirepass", "")  # so the embedded server can be stopped
+        client.close()
+        server.stop()
 
 
 @dataclass(frozen=True, slots=True)

