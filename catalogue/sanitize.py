@@ -78,8 +78,10 @@ _NOT_TOKENS = {  # "Bearer token is missing" is prose, not a credential
     *("credential", "credentials", "realm", "required", "is", "was", "missing", "invalid"),
 }
 
-_USERINFO = re.compile(r"://(?P<v>[^\s/?#@\"'<>]+)@")
-_QUERY = re.compile(r"://[^\s?#\"'<>]*\?(?P<v>[^\s…#\"'<>)][^\s#\"'<>)]*)")
+_USERINFO = re.compile(r"://(?P<v>[^\s/?#\"'<>]+)@")  # to the last @: p@ss@host
+# A URL-ish run and a query value; queries are found by _redact_queries, one pass per run.
+_URL_RUN = re.compile(r"://[^\s#\"'<>]*")
+_QUERY_VALUE = re.compile(r"[^\s…#\"'<>)][^\s#\"'<>)]*")
 _EMAIL_DOMAIN = re.compile(r"@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![A-Za-z0-9-])")
 _LETTERS, _DIGITS = frozenset(string.ascii_letters), frozenset(string.digits)
 _EMAIL_LOCAL = frozenset(string.ascii_letters + string.digits + "._%+-")
@@ -225,6 +227,29 @@ def _url_value(match: re.Match[str]) -> str:
     return whole[:start] + MARK + whole[end:]
 
 
+def _redact_queries(text: str) -> str:
+    """Mark the query of every URL: from the first "?" after its "://" (no space, "#",
+    quote or angle bracket between) to the end of the value. Each URL-ish run is scanned
+    once, so text made of many "://" costs linear time."""
+    parts: list[str] = []
+    last = 0
+    for run in _URL_RUN.finditer(text):
+        at, end = run.start(), run.end()
+        while (at := text.find("://", at, end)) >= 0:
+            mark = text.find("?", at + 3, end)
+            if mark < 0:
+                break
+            value = _QUERY_VALUE.match(text, mark + 1, end)
+            at = value.end() if value else mark + 1
+            if value and value.group() != MARK:
+                parts += (text[last : mark + 1], MARK)
+                last = value.end()
+    if not parts:
+        return text
+    parts.append(text[last:])
+    return "".join(parts)
+
+
 def _lower(text: str) -> str:
     """Lower-case `text` keeping every index in place (a few characters grow when lowered)."""
     low = text.lower()
@@ -260,8 +285,11 @@ def _redact_named(text: str) -> str:
 def _redact_once(text: str) -> str:
     """Apply every redaction; each is skipped after one substring test when it cannot apply."""
     text = redact_key_shapes(_redact_named(redact_key_blocks(text)))
-    if ("@" in text or "?" in text) and "://" in text:
-        text = _QUERY.sub(_url_value, _USERINFO.sub(_url_value, text))
+    if "://" in text:
+        if "@" in text:
+            text = _USERINFO.sub(_url_value, text)
+        if "?" in text:
+            text = _redact_queries(text)
     if "@" in text:
         text = _rewrite(text, _EMAIL_DOMAIN.finditer(text), _email)
     if "/" in text and _HOME_SLASH.search(text):
