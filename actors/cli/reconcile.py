@@ -46,7 +46,8 @@ def register(commands: Any) -> None:
     command.add_argument(
         "--redis-url",
         metavar="URL",
-        help="redis://host:port/db or unix:///path/redis.sock (default: $REDIS_URL)",
+        help="redis://host:port/db or unix:///path/redis.sock (default: $REDIS_URL; "
+        "use that for a URL with a password: any user can read a command line)",
     )
     command.add_argument(
         "--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})"
