@@ -26,7 +26,9 @@ _KEY_BLOCK = re.compile(
 )
 
 # A key body: ASCII key characters, dots only between runs of them (GitLab's newer tokens).
-_NB = r"(?<![A-Za-z0-9])"
+# A key starts a word: no letter or digit before it, unless that is the letter of an
+# escape (`\n`, `\t`, `\r` in JSON or a repr: "...\nsk-proj-...").
+_NB = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))"
 _BODY = r"(?P<body>[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)"
 # The shortest body a prefixed key may have; below LONG_BODY only an `sk-` key whose body
 # mixes letters and digits counts (other prefixes name models and packages: pplx-7b-chat).
@@ -48,12 +50,16 @@ _KEY_UNDERSCORE = re.compile(
     rf"|(?<={_NB}npm_)|(?<={_NB}whsec_)|(?<={_NB}glpat_)){_BODY}"
 )
 _KEY_A = re.compile(
-    r"A(?<![A-Za-z0-9]A)(?:Iza(?P<body>[A-Za-z0-9_-]{20,})|[KS]IA(?=[A-Z0-9]{16})[\w-]+)"
+    r"A(?:(?<![A-Za-z0-9]A)|(?<=\\[nrt]A))(?:Iza(?P<body>[A-Za-z0-9_-]{20,})|[KS]IA(?=[A-Z0-9]{16})[\w-]+)"
 )
 _KEY_OAUTH = re.compile(rf"ya29\.(?<={_NB}ya29\.)(?=[A-Za-z0-9_-]{{{LONG_BODY}}}){_BODY}")
-_JWT = re.compile(r"eyJ(?<![A-Za-z0-9]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}(?:\.[\w-]*)?")
+_JWT = re.compile(
+    r"eyJ(?:(?<![A-Za-z0-9]eyJ)|(?<=\\[nrt]eyJ))[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}(?:\.[\w-]*)?"
+)
 # Azure AD client secrets: three characters, a digit, "Q~", then 30 or more.
-_AZURE_SECRET = re.compile(r"Q~(?<=(?<![\w~.-])[\w~.-]{3}\dQ~)(?P<body>[\w~.-]{30,})")
+_AZURE_SECRET = re.compile(
+    r"Q~(?<=(?:(?<![\w~.-])|(?<=\\[nrt]))[\w~.-]{3}\dQ~)(?P<body>[\w~.-]{30,})"
+)
 # SendGrid keys: SG.<22>.<43>
 _SENDGRID = re.compile(rf"SG\.(?<={_NB}SG\.)(?P<body>[\w-]{{16,}}\.[\w-]{{16,}})")
 # Webhook URLs carry their secret in the path.

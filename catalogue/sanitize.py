@@ -46,6 +46,12 @@ _CONTROL = re.compile(
     r"(?:(?<=\x1b)(?:\[[0-?]*[@-~]|\][^\x07\x1b\n]*\x07?))?"
 )
 _BLANK_LINES = re.compile(r"\n(?:[ \t]*\n){3,}")
+# The same invisible characters escaped as text (`\u200b` in JSON or a repr): a key split
+# by one is whole again once it is gone. Removed in the redaction loop (a removal can join
+# the text around it into another).
+_ESCAPED_INVISIBLE = re.compile(
+    r"\\u(?:00[aA][dD]|034[fF]|061[cC]|180[eE]|200[b-fB-F]|202[a-eA-E]|206[0-9]|[fF][eE][fF][fF])"
+)
 # ASCII characters a secret token may contain (every pattern that needs a whole token to
 # recognise it is ASCII); matched on the reversed text from position 0.
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9!#$%&*+./:=?@\\^_|~-]*")
@@ -71,7 +77,8 @@ _BEARER_VALUE = rf"[ \t]+{_SCHEMES}(?P<v>[a-z0-9._~+/=-]+)"
 _QUOTED_VALUES = ("dq", "sq", "eq", "es", "bq")
 _KEY_AFTER = re.compile(r"\\*[\"']:(?!/)")
 # What is left of a value after a quote inside it: quote runs each followed by more value.
-_TAIL = re.compile(r"(?:[\"'`\\]+[^\s\"'`\\,;&<>()\[\]{}]+)+[\"'`\\]*")
+# A quote may be escaped (`\'`), but no other escape is crossed (`\n` ends the value).
+_TAIL = re.compile(r"(?:(?:\\*[\"'`])+[^\s\"'`\\,;&<>()\[\]{}]+)+(?:\\*[\"'`])*")
 _QUOTES = "\"'`\\"
 # `pwd`/`sig`: connection strings (PWD=) and shared access signatures (sig=).
 _ASSIGN_NAMES = ("token", "secret", "key", "pass(?:word|wd|phrase)", "pwd", "sig")
@@ -120,9 +127,15 @@ def _name_ok(text: str, low: str, start: int, name: str) -> bool:
     """Is the name at `start` a whole key name (`token`, `access_token`, `apiToken`, ...)?"""
     if name == "key":  # only api/access/secret/private keys: not `monkey`, not `primary_key`
         return low[max(0, start - 14) : start].rstrip("_- ").endswith(_KEY_OWNERS)
-    if start == 0 or not text[start - 1].isalnum():
+    if start == 0 or not text[start - 1].isalnum() or _after_escape(text, start):
         return True
     return text[start].isupper() and not text[start - 1].isupper()  # camelCase part
+
+
+def _after_escape(text: str, i: int) -> bool:
+    """Does `text[i]` follow an escaped line break or tab (`\\n` in JSON or a repr)? Then
+    it starts a word although a letter comes before it."""
+    return i >= 2 and text[i - 2] == "\\" and text[i - 1] in "nrt"
 
 
 def _tuple_name(match: re.Match[str]) -> bool:
@@ -201,6 +214,14 @@ _NAMED: tuple[tuple[str, re.Pattern[str], Decide], ...] = (
 )
 
 
+def _escaped_invisible(match: re.Match[str], text: str, last: int) -> Edit | None:
+    """Remove the escape with every backslash before it (`\\\\u200b`, escaped twice)."""
+    start = match.start()
+    while start > last and text[start - 1] == "\\":
+        start -= 1
+    return (start, match.end(), "")
+
+
 def _email(match: re.Match[str], text: str, last: int) -> Edit | None:
     start = match.start()
     while start > last and text[start - 1] in _EMAIL_LOCAL:
@@ -209,7 +230,7 @@ def _email(match: re.Match[str], text: str, last: int) -> Edit | None:
 
 
 def _starts_path(text: str, i: int) -> bool:
-    return i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_.~-")
+    return i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_.~-") or _after_escape(text, i)
 
 
 def _home(match: re.Match[str], text: str, last: int) -> Edit | None:
@@ -290,6 +311,8 @@ def _redact_named(text: str) -> str:
 
 def _redact_once(text: str) -> str:
     """Apply every redaction; each is skipped after one substring test when it cannot apply."""
+    if "\\u" in text:
+        text = _rewrite(text, _ESCAPED_INVISIBLE.finditer(text), _escaped_invisible)
     text = redact_key_shapes(_redact_named(redact_key_blocks(text)))
     if "://" in text:
         if "@" in text:

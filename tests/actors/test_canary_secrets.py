@@ -19,8 +19,11 @@ test_cli_up_canaries.py (integration tier).
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 import logging
 import random
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,6 +211,7 @@ def run_commands(
         main(["circuits", "--json", *prefix]),
         main(["top", "--once", "--json", *prefix]),
     ]
+    codes.append(classify_lines(canaries, monkeypatch))
     wrong = deployment.url.replace("unix://:", "unix://:x")
     nowhere = deployment.url.replace(str(deployment.socket), str(deployment.socket) + ".gone")
     closed_port = f"redis://:{canaries.password}@127.0.0.1:1/0"
@@ -222,6 +226,22 @@ def run_commands(
     line = redis_line(cast(Any, runtime), cast(Any, config))
     captured = capfd.readouterr()
     return f"{captured.out}\n{captured.err}\n{line}", codes
+
+
+def classify_lines(canaries: Canaries, monkeypatch: pytest.MonkeyPatch) -> int:
+    """`recovery classify` on evidence lines carrying the planted texts, in text, body and
+    headers, and in wrongly typed fields (whose error quotes the input)."""
+    lines = []
+    for text in canaries.texts:
+        lines += [
+            {"kind": "stderr", "text": text},
+            {"kind": "http", "http_status": 401, "body": text, "headers": {"x-api-key": text}},
+            {"kind": "http", "http_status": text},
+            {"kind": "exit", "exit_code": text.splitlines()[-1]},
+        ]
+    stdin = "\n".join(json.dumps(line) for line in lines) + "\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    return main(["classify"])
 
 
 def worker_process_table(deployment: Deployment) -> str:
@@ -262,8 +282,8 @@ def test_no_fragment_of_any_canary_reaches_redis_logs_output_or_the_process_tabl
     assert asyncio.run(drive()) == len(canaries.texts) == (len(SHAPES) + BATCH - 1) // BATCH
     dispatch_everything(deployment, canaries)
     output, codes = run_commands(deployment, canaries, capfd, monkeypatch)
-    assert codes[:9] == [0] * 9, codes
-    assert set(codes[9:]) == {2}, codes
+    assert codes[:10] == [0] * 10, codes
+    assert set(codes[10:]) == {2}, codes
     table = worker_process_table(deployment)
 
     connection = redis.Redis.from_url(deployment.url)

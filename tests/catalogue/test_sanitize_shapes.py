@@ -5,8 +5,10 @@ diagnostic numbers survive."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +17,10 @@ from hypothesis import strategies as st
 from catalogue.sanitize import MAX_EXCERPT_BYTES, _redact, sanitize
 from tests.secret_shapes import SHAPES, Shape, leaked
 
-CONTEXTS = ("{}", "error: {} (request req_0123)", "line one\n{}\nline three", "'{}'", "[{}]")
+CONTEXTS = (
+    *("{}", "error: {} (request req_0123)", "line one\n{}\nline three", "'{}'", "[{}]"),
+    "escaped\\n{}\\nlines",  # a JSON body's or a repr's line breaks
+)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda shape: shape.name)
@@ -25,6 +30,24 @@ def test_every_shape_is_redacted_in_context(shape: Shape, context: str) -> None:
     output = sanitize(context.format(text))
     assert leaked([secret], output, ignore=shape.template) == [], output
     assert sanitize(output) == output
+
+
+ESCAPINGS: dict[str, Callable[[str], str]] = {
+    "json": json.dumps,  # a JSON body: quotes, backslashes, line breaks escaped
+    "json_ascii": lambda text: json.dumps(text, ensure_ascii=True),  # \u200b as text
+    "repr": repr,  # an exception's or a validation error's repr of the input
+    "json_twice": lambda text: json.dumps(json.dumps(text)),  # a body inside a log line
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda shape: shape.name)
+@pytest.mark.parametrize("escaping", sorted(ESCAPINGS))
+def test_every_shape_is_redacted_when_escaped(shape: Shape, escaping: str) -> None:
+    rng = random.Random(shape.name)
+    planted = [shape.planted(rng), SHAPES[0].planted(rng)]  # after another key and a "\n"
+    text = ESCAPINGS[escaping]("\n".join(t for t, _ in reversed(planted)) + "\nend")
+    output = sanitize(text)
+    assert leaked([s for _, s in planted], output, ignore=shape.template) == [], output
 
 
 def test_there_are_at_least_fifty_shapes() -> None:
@@ -86,8 +109,8 @@ def embedded(draw: st.DrawFn) -> tuple[str, str, str]:
     shape = draw(st.sampled_from(SHAPES))
     secret = draw(st.text(shape.alphabet, min_size=shape.length, max_size=shape.length))
     before, after = draw(st.text(max_size=80)), draw(st.text(max_size=80))
-    gap = draw(st.sampled_from([" ", "\n", "\t", " \n ", ": ", "; "]))
-    end = draw(st.sampled_from([" ", "\n", "\t", ", ", ". "]))
+    gap = draw(st.sampled_from([" ", "\n", "\t", " \n ", ": ", "; ", "\\n", "\\t"]))
+    end = draw(st.sampled_from([" ", "\n", "\t", ", ", ". ", "\\n"]))
     around = f"{before}{gap}{shape.template}{end}{after}"
     return f"{before}{gap}{shape.fill(secret)}{end}{after}", secret, around
 
@@ -128,8 +151,11 @@ PATHOLOGICAL = {
     "schemes_and_ats": "://a" + "@a" * 50,  # each "://" once scanned to the end: quadratic
     "schemes_then_query": "://a",  # and a "?" at the very end
     "user_info_ats": "://" + "@" * 64,
+    "backslashes": "\\",  # before an escaped invisible character, and none
+    "escaped_invisibles": "\\\\u200b",
+    "escaped_lines": "\\npassword=",
 }
-ENDINGS = {"schemes_then_query": "?x=1"}
+ENDINGS = {"schemes_then_query": "?x=1", "backslashes": "u200bkey"}
 
 
 def cpu_seconds(function: object, text: str) -> float:
