@@ -370,12 +370,15 @@ def masked_url(url: str) -> str:
     """`url` as the project prints it (the one helper for that): the password of its user
     info, or the whole user info when it has no password part (a token as user name), and
     the values of secret-looking query parameters (`?password=`) become `***`; scheme, user
-    name, host, port and path are kept. Text that is not a URL is sanitised instead."""
+    name, host, port and path are kept. Text that is not a URL is sanitised instead, and
+    what comes before an "@" in text that is not URL-shaped (`redis//:pw@db`) is masked."""
     try:
         parts = urlsplit(url)
         query = parse_qsl(parts.query, keep_blank_values=True)
     except ValueError:
         return sanitize(url)
+    if not parts.netloc and "@" in url:  # not URL-shaped: keep only what follows the "@"
+        return sanitize(f"{_MASK}@{url.rpartition('@')[2]}")
     userinfo, at, host = parts.netloc.rpartition("@")
     secret_query = any(_secret_parameter(name) for name, _ in query)
     if not (at or secret_query):

@@ -91,7 +91,7 @@ class RecoveryRuntime:
     constructor raises ValueError naming a setting out of range (`from_config` goes
     through `load_config`'s checks first)."""
 
-    redis_url: str | None = None
+    redis_url: str | None = field(default=None, repr=False)  # it may hold a password
     data_dir: Path | None = None
     ray_address: str | None = None
     host_count: int = 2

@@ -30,7 +30,7 @@ from actors.routes.models import CycleRecord, RouteSnapshot, Transition
 from actors.routes.parking import parked_changes
 from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
 from actors.routes.steps import REPORTABLE, clip, require, skip_step, step, updated
-from catalogue import Classification, classify
+from catalogue import Classification, classify, sanitize
 from catalogue.boundary import revalidated
 from policy import (
     CycleUsage,
@@ -117,7 +117,9 @@ def judge_failure(
     try:
         profile = profile_from_json(snapshot.route_id, snapshot.profile)
     except CorruptProfileError as error:
-        stop = Stop(reason=f"policy configuration error, fix the profile: {error.detail}")
+        # the detail may quote the profile's content: it is stored as the route's reason
+        detail = sanitize(error.detail)
+        stop = Stop(reason=f"policy configuration error, fix the profile: {detail}")
         return Judgement(classification, safety, stop, usage, None, None)
     candidate = find_candidate(profile, snapshot.candidate_id)
     if candidate is None:

@@ -219,6 +219,15 @@ def run_commands(
         monkeypatch.setenv("REDIS_URL", url)
         codes += [main(["routes", *prefix]), main(["top", "--once", *prefix])]
         codes.append(main(["up"]))  # unreachable or refused: exit 2 before anything starts
+    mistyped = f"redis//:{canaries.password}@127.0.0.1:1/0"  # refused by the settings
+    monkeypatch.setenv("REDIS_URL", mistyped)
+    codes.append(main(["up"]))
+    monkeypatch.delenv("REDIS_URL")
+    toml = deployment.data_dir.parent / "recovery.toml"
+    toml.write_text(
+        f'redis_url = "{closed_port}"\ninstallation_key = "{canaries.installation_key}"\n'
+    )
+    codes.append(main(["up", "--config", str(toml)]))  # configuration from a file
     from actors.cli.up import redis_line  # imports Ray (never started here)
 
     config = SimpleNamespace(redis_url=deployment.url, data_dir=deployment.data_dir)

@@ -15,6 +15,7 @@ MASKED = [
     ("unix://:s3cr3t@/var/run/redis.sock", "unix://:***@/var/run/redis.sock"),
     ("unix:///run/r.sock?db=0&password=s3cr3t", "unix:///run/r.sock?db=0&password=***"),
     ("redis://db:6379/0?password=s3cr3t&db=2", "redis://db:6379/0?password=***&db=2"),
+    ("redis//:s3cr3t@db:6379", "***@db:6379"),  # mistyped: all before the "@" masked
 ]
 UNCHANGED = ["redis://db:6379/0", "unix:///tmp/x/redis.sock", "redis://127.0.0.1:1/0?db=3"]
 
