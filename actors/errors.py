@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from catalogue.errors import RecoveryError
+from catalogue.sanitize import sanitize
 
 __all__ = [
     "CircuitConflictError",
@@ -30,7 +31,14 @@ __all__ = [
     "StaleOrdinalError",
     "StoreUnavailableError",
     "TransitionRejectedError",
+    "error_text",
 ]
+
+
+def error_text(error: BaseException) -> str:
+    """An exception's message for a log line, a CLI message or a stored detail: sanitised
+    (an exception's text may quote a credential), its type's name when it has none."""
+    return sanitize(str(error) or type(error).__name__)
 
 
 class InvalidIdentifierError(RecoveryError):

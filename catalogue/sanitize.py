@@ -1,11 +1,17 @@
 """Bounded, redacted excerpts of provider error text: the ``safe_excerpt``. Pure, stdlib only.
 
-``sanitize`` strips control characters, collapses blank-line runs, redacts credentials,
-e-mail addresses and home-path user names, and cuts to ``MAX_EXCERPT_BYTES`` of UTF-8 ending
-with "…". It is idempotent: redaction repeats to a fixed point and a cut excerpt is returned
-only once it is one. It runs in every classification, so every redaction pattern is linear and
-starts with a literal (CPython then scans with a fast substring search); word boundaries are
-checked after the literal or in Python, never by a leading look-behind (a slow scan).
+``sanitize`` is the project's one sanitiser: every text that crosses into Redis, logs, CLI
+output or process arguments passes it. It strips control, zero-width and bidi characters,
+collapses blank-line runs, redacts credentials (by shape: catalogue/key_shapes.py; by name:
+headers, assignments quoted or escaped in any way, connection-string keys, bearer tokens;
+URL user info and queries), e-mail addresses and home-path user names, and cuts to
+``MAX_EXCERPT_BYTES`` of UTF-8 ending with "…". It is idempotent: redaction repeats to a
+fixed point and a cut excerpt is returned only once it is one. ``masked_url`` is the form
+in which the project prints a URL (its password masked, the rest kept).
+
+It runs in every classification, so every redaction pattern is linear and starts with a
+literal (CPython then scans with a fast substring search); word boundaries are checked
+after the literal or in Python, never by a leading look-behind (a slow scan).
 """
 
 from __future__ import annotations
@@ -13,79 +19,82 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Iterable
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["MAX_EXCERPT_BYTES", "sanitize"]
+from catalogue.key_shapes import MARK, redact_key_blocks, redact_key_shapes
+
+__all__ = ["MAX_EXCERPT_BYTES", "masked_url", "sanitize"]
 
 MAX_EXCERPT_BYTES = 4096
 
 _ELLIPSIS = "…"
-_MARK = "[REDACTED]"
 _EMAIL_MARK = "[EMAIL]"
+_MASK = "***"  # a password in a URL the project prints (masked_url)
 # Longer inputs are cut to this many characters before any pattern runs; the partial token
 # at the cut is dropped so a secret straddling it cannot survive as an unrecognised stub.
 _PRECUT_CHARS = 16 * 1024
 _BUDGET = MAX_EXCERPT_BYTES - len(_ELLIPSIS.encode())
 
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F)) + b"\t\n"
-# C0/C1 controls except \t and \n, bidi overrides and lone surrogates; an ESC takes its ANSI
+# C0/C1 controls except \t and \n, bidi overrides, zero-width and invisible format characters
+# (a key split by them is whole again) and lone surrogates; an ESC takes its ANSI
 # CSI / OSC sequence with it. Intermediates (" ") are left out so "\x1b[ Bearer x" keeps its
 # "B". The character class comes first so CPython scans for it quickly.
 _CONTROL = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069"
+    r"\ufeff\ud800-\udfff]"
     r"(?:(?<=\x1b)(?:\[[0-?]*[@-~]|\][^\x07\x1b\n]*\x07?))?"
 )
 _BLANK_LINES = re.compile(r"\n(?:[ \t]*\n){3,}")
+# The same invisible characters escaped as text (`\u200b` in JSON or a repr): a key split
+# by one is whole again once it is gone. Removed in the redaction loop (a removal can join
+# the text around it into another).
+_ESCAPED_INVISIBLE = re.compile(
+    r"\\u(?:00[aA][dD]|034[fF]|061[cC]|180[eE]|200[b-fB-F]|202[a-eA-E]|206[0-9]|[fF][eE][fF][fF])"
+)
 # ASCII characters a secret token may contain (every pattern that needs a whole token to
 # recognise it is ASCII); matched on the reversed text from position 0.
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9!#$%&*+./:=?@\\^_|~-]*")
 
-_PEM = re.compile(
-    r"-----BEGIN [A-Z ]{0,24}PRIVATE KEY-----.*?(?:-----END [A-Z ]{0,24}PRIVATE KEY-----|\Z)",
-    re.DOTALL,
-)
-
 # Name/value patterns run on the lower-cased text, matched only where str.find saw the name.
-# The separator covers `k=v`, `k: v`, `"k": "v"`, `\"k\": \"v\"` and `(b'k', b'v')`; quoted
-# values end at their quote, bare ones at a delimiter, header values at the end of the line.
-_SEP = r"(?:(?:\\?[\"'])?[ \t]*[:=][ \t]*|(?P<comma>\\?[\"'][ \t]*,[ \t]*))"
-_QUOTED = r"b?\"(?P<dq>(?:[^\"\\\n]|\\.)*)|b?'(?P<sq>(?:[^'\\\n]|\\.)*)|\\\"(?P<eq>[^\\\"\n]*)"
+# The separator covers `k=v`, `k: v`, `"k": "v"`, `\"k\": \"v\"` (escaped once or more) and
+# `(b'k', b'v')`; quoted values end at their quote, bare ones at a delimiter, header values
+# at the end of the line. A value's tail past a quote inside it (`'a'b'`) is found by _TAIL.
+_SEP = r"(?:(?:\\*[\"'])?[ \t]*[:=][ \t]*|(?P<comma>\\*[\"'][ \t]*,[ \t]*))"
+_QUOTED = (
+    r"b?\"(?P<dq>(?:[^\"\\\n]|\\.)*)|b?'(?P<sq>(?:[^'\\\n]|\\.)*)"
+    r"|\\+\"(?P<eq>[^\\\"\n]*)|\\+'(?P<es>[^\\'\n]*)|`(?P<bq>[^`\n]*)"
+)
 _HEADER_VALUE = _SEP + rf"(?:{_QUOTED}|(?P<bare>[^\s…][^\r\n]*))"
 _SCHEMES = r"(?:bearer[ \t]+|basic[ \t]+)*"  # "Bearer x" as a value is one credential
-_BARE = r"[^\s…\"'`,;&<>()\[\]{}\\][^\s\"'`,;&<>()\[\]{}\\]*"
+# A bare value may open with a bracket (`password=(x)`), never with "[" (the marker's).
+_BARE = r"[^\s…\"'`,;&>)\[\]}\\][^\s\"'`,;&<>()\[\]{}\\]*"
 _ASSIGN_VALUE = rf"{_SEP}(?:{_QUOTED}|(?P<bare>{_SCHEMES}{_BARE}))"
 # In prose, a long opaque value shortly after the name: "Invalid API key 3f9c0a…". A pass of
 # its own, so a rejected prose match cannot hide a `password=` inside its value.
 _PROSE_VALUE = r"s?[^\w\n]{1,4}(?P<v>[a-z0-9+/_.=-]{20,})"
 _BEARER_VALUE = rf"[ \t]+{_SCHEMES}(?P<v>[a-z0-9._~+/=-]+)"
-_QUOTED_VALUES = ("dq", "sq", "eq")
-_KEY_AFTER = re.compile(r"\\?[\"']:(?!/)")
-_ASSIGN_NAMES = ("token", "secret", "key", "pass(?:word|wd|phrase)")
-_KEY_OWNERS = ("api", "access", "secret", "private")
+_QUOTED_VALUES = ("dq", "sq", "eq", "es", "bq")
+_KEY_AFTER = re.compile(r"\\*[\"']:(?!/)")
+# What is left of a value after a quote inside it: quote runs each followed by more value.
+# A quote may be escaped (`\'`), but no other escape is crossed (`\n` ends the value).
+_TAIL = re.compile(r"(?:(?:\\*[\"'`])+[^\s\"'`\\,;&<>()\[\]{}]+)+(?:\\*[\"'`])*")
+_QUOTES = "\"'`\\"
+# `pwd`/`sig`: connection strings (PWD=) and shared access signatures (sig=).
+_ASSIGN_NAMES = ("token", "secret", "key", "pass(?:word|wd|phrase)", "pwd", "sig")
+_KEY_OWNERS = (
+    *("api", "access", "secret", "private", "account", "subscription", "client", "master"),
+    *("signing", "encryption", "shared", "auth", "session"),
+)
 _NOT_TOKENS = {  # "Bearer token is missing" is prose, not a credential
     *("token", "tokens", "auth", "authentication", "authorization", "scheme", "header"),
     *("credential", "credentials", "realm", "required", "is", "was", "missing", "invalid"),
 }
 
-# Provider key prefixes on a word boundary, then a realistic body (checked by look-ahead
-# first, which rejects most separators in ordinary text after a few characters).
-_NB = r"(?<![A-Za-z0-9])"
-_BODY = r"(?=[A-Za-z0-9_-]{20})(?P<body>[A-Za-z0-9_-]+)"
-_KEY_DASH = re.compile(
-    rf"-(?=[A-Za-z0-9_-]{{20}})(?:(?<={_NB}sk-)(?P<sub>ant-(?:[a-z]{{2,8}}\d\d-)?|or-v1-|proj-"
-    rf"|svcacct-|admin-)?|(?<={_NB}xai-)|(?<={_NB}pplx-)|(?<={_NB}xox[abposr]-)){_BODY}"
-)
-_KEY_UNDERSCORE = re.compile(
-    rf"_(?=[A-Za-z0-9_-]{{20}})(?:(?<={_NB}gsk_)|(?<={_NB}gh[pousr]_)|(?<={_NB}hf_)"
-    rf"|(?<={_NB}r8_)|(?<=github_pat_)|(?<={_NB}[sr]k_live_)|(?<={_NB}[sr]k_test_)){_BODY}"
-)
-_KEY_A = re.compile(
-    r"A(?<![A-Za-z0-9]A)(?:Iza(?P<body>[A-Za-z0-9_-]{20,})|[KS]IA(?=[A-Z0-9]{16})[\w-]+)"
-)
-_KEY_OAUTH = re.compile(rf"ya29\.(?<={_NB}ya29\.){_BODY}")
-_JWT = re.compile(r"eyJ(?<![A-Za-z0-9]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}(?:\.[\w-]*)?")
-
-_USERINFO = re.compile(r"://(?P<v>[^\s/?#@\"'<>]+)@")
-_QUERY = re.compile(r"://[^\s?#\"'<>]*\?(?P<v>[^\s…#\"'<>)][^\s#\"'<>)]*)")
+_USERINFO = re.compile(r"://(?P<v>[^\s/?#\"'<>]+)@")  # to the last @: p@ss@host
+# A URL-ish run and a query value; queries are found by _redact_queries, one pass per run.
+_URL_RUN = re.compile(r"://[^\s#\"'<>]*")
+_QUERY_VALUE = re.compile(r"[^\s…#\"'<>)][^\s#\"'<>)]*")
 _EMAIL_DOMAIN = re.compile(r"@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![A-Za-z0-9-])")
 _LETTERS, _DIGITS = frozenset(string.ascii_letters), frozenset(string.digits)
 _EMAIL_LOCAL = frozenset(string.ascii_letters + string.digits + "._%+-")
@@ -117,10 +126,16 @@ def _rewrite(text: str, matches: Iterable[re.Match[str]], decide: Decide) -> str
 def _name_ok(text: str, low: str, start: int, name: str) -> bool:
     """Is the name at `start` a whole key name (`token`, `access_token`, `apiToken`, ...)?"""
     if name == "key":  # only api/access/secret/private keys: not `monkey`, not `primary_key`
-        return low[max(0, start - 9) : start].rstrip("_- ").endswith(_KEY_OWNERS)
-    if start == 0 or not text[start - 1].isalnum():
+        return low[max(0, start - 14) : start].rstrip("_- ").endswith(_KEY_OWNERS)
+    if start == 0 or not text[start - 1].isalnum() or _after_escape(text, start):
         return True
     return text[start].isupper() and not text[start - 1].isupper()  # camelCase part
+
+
+def _after_escape(text: str, i: int) -> bool:
+    """Does `text[i]` follow an escaped line break or tab (`\\n` in JSON or a repr)? Then
+    it starts a word although a letter comes before it."""
+    return i >= 2 and text[i - 2] == "\\" and text[i - 1] in "nrt"
 
 
 def _tuple_name(match: re.Match[str]) -> bool:
@@ -151,12 +166,21 @@ def _named_matches(text: str, low: str, name: str, first: re.Match[str]) -> list
 
 def _value_edit(match: re.Match[str], text: str, last: int = 0) -> Edit | None:
     """Replace the value group of `match` by the marker unless it is empty or one already,
-    or is a quoted key (`cookie: "password": "x"`): that key's own pass redacts its value."""
+    or is a quoted key (`cookie: "password": "x"`): that key's own pass redacts its value.
+    A value that goes on past a quote (`'a'b'`, `ab"cd`) is marked to the end of its tail;
+    a quoted one keeps its opening quote and is closed again."""
     group = match.lastgroup  # the value group closes last in every name pattern
     start, end = match.span(group) if group else (0, 0)
+    if group in _QUOTED_VALUES and _KEY_AFTER.match(text, end):
+        return None
+    tail = _TAIL.match(text, end) if group else None
+    if tail is not None:
+        opening = start
+        while group in _QUOTED_VALUES and opening > 0 and text[opening - 1] in _QUOTES:
+            opening -= 1
+        return (start, tail.end(), MARK + text[opening:start])
     value = text[start:end]
-    is_key = group in _QUOTED_VALUES and _KEY_AFTER.match(text, end)
-    return None if not value or value == _MARK or is_key else (start, end, _MARK)
+    return None if not value or value == MARK else (start, end, MARK)
 
 
 def _assignment(match: re.Match[str], text: str, last: int) -> Edit | None:
@@ -190,6 +214,14 @@ _NAMED: tuple[tuple[str, re.Pattern[str], Decide], ...] = (
 )
 
 
+def _escaped_invisible(match: re.Match[str], text: str, last: int) -> Edit | None:
+    """Remove the escape with every backslash before it (`\\\\u200b`, escaped twice)."""
+    start = match.start()
+    while start > last and text[start - 1] == "\\":
+        start -= 1
+    return (start, match.end(), "")
+
+
 def _email(match: re.Match[str], text: str, last: int) -> Edit | None:
     start = match.start()
     while start > last and text[start - 1] in _EMAIL_LOCAL:
@@ -198,7 +230,7 @@ def _email(match: re.Match[str], text: str, last: int) -> Edit | None:
 
 
 def _starts_path(text: str, i: int) -> bool:
-    return i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_.~-")
+    return i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_.~-") or _after_escape(text, i)
 
 
 def _home(match: re.Match[str], text: str, last: int) -> Edit | None:
@@ -212,16 +244,37 @@ def _home(match: re.Match[str], text: str, last: int) -> Edit | None:
     return (start, match.end(), "~")
 
 
-def _keep_prefix(match: re.Match[str]) -> str:
-    """Keep the matched text before the secret body (a diagnostic prefix), mark the rest."""
-    body = match.start("body") if match.start("body") >= 0 else match.start() + 4
-    return match.group(0)[: body - match.start()] + _MARK
-
-
 def _url_value(match: re.Match[str]) -> str:
+    """Mark a URL's user info or query, unless already marked (by us or by masked_url)."""
     whole, base = match.group(0), match.start()
     start, end = match.start("v") - base, match.end("v") - base
-    return whole if whole[start:end] == _MARK else whole[:start] + _MARK + whole[end:]
+    value = whole[start:end]
+    if value in (MARK, _MASK) or value.endswith(":" + _MASK):
+        return whole
+    return whole[:start] + MARK + whole[end:]
+
+
+def _redact_queries(text: str) -> str:
+    """Mark the query of every URL: from the first "?" after its "://" (no space, "#",
+    quote or angle bracket between) to the end of the value. Each URL-ish run is scanned
+    once, so text made of many "://" costs linear time."""
+    parts: list[str] = []
+    last = 0
+    for run in _URL_RUN.finditer(text):
+        at, end = run.start(), run.end()
+        while (at := text.find("://", at, end)) >= 0:
+            mark = text.find("?", at + 3, end)
+            if mark < 0:
+                break
+            value = _QUERY_VALUE.match(text, mark + 1, end)
+            at = value.end() if value else mark + 1
+            if value and value.group() != MARK:
+                parts += (text[last : mark + 1], MARK)
+                last = value.end()
+    if not parts:
+        return text
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def _lower(text: str) -> str:
@@ -258,18 +311,14 @@ def _redact_named(text: str) -> str:
 
 def _redact_once(text: str) -> str:
     """Apply every redaction; each is skipped after one substring test when it cannot apply."""
-    if "PRIVATE KEY-----" in text:
-        text = _PEM.sub(_MARK, text)
-    text = _redact_named(text)
-    if ("@" in text or "?" in text) and "://" in text:
-        text = _QUERY.sub(_url_value, _USERINFO.sub(_url_value, text))
-    for hint, pattern in (("-", _KEY_DASH), ("_", _KEY_UNDERSCORE), ("A", _KEY_A)):
-        if hint in text:
-            text = pattern.sub(_keep_prefix, text)
-    if "ya29." in text:
-        text = _KEY_OAUTH.sub(_keep_prefix, text)
-    if "J" in text and "eyJ" in text:
-        text = _JWT.sub(_MARK, text)
+    if "\\u" in text:
+        text = _rewrite(text, _ESCAPED_INVISIBLE.finditer(text), _escaped_invisible)
+    text = redact_key_shapes(_redact_named(redact_key_blocks(text)))
+    if "://" in text:
+        if "@" in text:
+            text = _USERINFO.sub(_url_value, text)
+        if "?" in text:
+            text = _redact_queries(text)
     if "@" in text:
         text = _rewrite(text, _EMAIL_DOMAIN.finditer(text), _email)
     if "/" in text and _HOME_SLASH.search(text):
@@ -312,3 +361,38 @@ def sanitize(text: str) -> str:
     if cut or (len(text) * 4 > MAX_EXCERPT_BYTES and len(text.encode()) > MAX_EXCERPT_BYTES):
         return _truncate(text)
     return text
+
+
+_SECRET_PARAMETERS = ("pass", "pwd", "token", "secret", "key", "sig", "auth", "credential")
+
+
+def masked_url(url: str) -> str:
+    """`url` as the project prints it (the one helper for that): the password of its user
+    info, or the whole user info when it has no password part (a token as user name), and
+    the values of secret-looking query parameters (`?password=`) become `***`; scheme, user
+    name, host, port and path are kept. Text that is not a URL is sanitised instead, and
+    what comes before an "@" in text that is not URL-shaped (`redis//:pw@db`) is masked."""
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:
+        return sanitize(url)
+    if not parts.netloc and "@" in url:  # not URL-shaped: keep only what follows the "@"
+        return sanitize(f"{_MASK}@{url.rpartition('@')[2]}")
+    userinfo, at, host = parts.netloc.rpartition("@")
+    secret_query = any(_secret_parameter(name) for name, _ in query)
+    if not (at or secret_query):
+        return url
+    netloc = parts.netloc
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}:{_MASK}@{host}" if colon else f"{_MASK}@{host}"
+    if secret_query:
+        masked = [(n, _MASK if _secret_parameter(n) else v) for n, v in query]
+        parts = parts._replace(query=urlencode(masked, safe="*"))
+    head = f"{parts.scheme}://{netloc}" if parts.scheme else f"//{netloc}"
+    return head + urlunsplit(parts._replace(scheme="", netloc=""))
+
+
+def _secret_parameter(name: str) -> bool:
+    return any(word in name.lower() for word in _SECRET_PARAMETERS)

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from actors.cli.jsonlines import line_error, map_json_lines
+from actors.cli.jsonlines import errors_json, line_error, map_json_lines
 from actors.cli.policy import explain_decision
 from catalogue import Evidence, EvidenceKind, classify, default_catalogue, explain
 from catalogue.classification import Classification
@@ -135,7 +135,7 @@ def run_explain(args: argparse.Namespace) -> int:
                 candidate_id=args.candidate,
             )
         except PolicyError as exc:
-            print(json.dumps({"errors": [e.as_json() for e in exc.errors]}), file=sys.stderr)
+            print(json.dumps({"errors": errors_json(exc.errors)}), file=sys.stderr)
             return 2
     if args.json:
         payload = classification_json(out)

@@ -22,7 +22,7 @@ from actors.cli.common import CliError
 from actors.cli.format import due_in_s, relative, table
 from actors.cli.installation import installation, installation_options
 from actors.cli.policy import aware_datetime
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, error_text
 from actors.keys import KeySpace
 from actors.routes.circuit_models import CircuitView
 from actors.store.circuit_store import CircuitStore
@@ -54,7 +54,7 @@ def run_circuits(args: argparse.Namespace) -> int:
         keys = found.settings.keys
         circuits = asyncio.run(read_circuits(found.url, keys))
     except (CliError, RecoveryError) as error:
-        print(f"recovery circuits: {error}", file=sys.stderr)
+        print(f"recovery circuits: {error_text(error)}", file=sys.stderr)
         return EXIT_ERROR
     print_circuits(circuits, keys, args)
     return 0
@@ -65,7 +65,7 @@ async def read_circuits(url: str, keys: KeySpace) -> list[CircuitView]:
     try:
         store = CircuitStore.connect(url, keys=keys, max_connections=2, timeout_s=TIMEOUT_S)
     except ValueError as error:
-        raise CliError(f"invalid Redis URL: {error}") from None
+        raise CliError(f"invalid Redis URL: {error_text(error)}") from None
     async with store:
         return await store.all_circuits()
 

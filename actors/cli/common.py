@@ -6,7 +6,6 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -17,7 +16,9 @@ from actors.errors import (
     InvalidIdentifierError,
     RecoveryError,
     StoreUnavailableError,
+    error_text,
 )
+from catalogue.sanitize import masked_url
 
 EXIT_ERROR: Final = 2
 TIMEOUT_S: Final = 5.0
@@ -39,12 +40,11 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
             InvalidIdentifierError,
             StoreUnavailableError,
         ) as error:
-            message = str(error)
+            message = error_text(error)
         except redis.RedisError as error:
-            detail = str(error) or type(error).__name__
             given = getattr(args, "redis_url", None)
-            at = f" at {redacted(given)}" if given else ""
-            message = f"cannot read Redis{at}: {detail}"
+            at = f" at {masked_url(given)}" if given else ""
+            message = f"cannot read Redis{at}: {error_text(error)}"
         print(f"recovery {args.command}: {message}", file=sys.stderr)
         return EXIT_ERROR
 
@@ -52,16 +52,6 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 
 
 # -- connection ---------------------------------------------------------------------------
-
-
-def redacted(url: str) -> str:
-    """`url` without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def connect(url: str) -> redis.Redis:
@@ -75,13 +65,12 @@ def connect(url: str) -> redis.Redis:
             retry=Retry(NoBackoff(), 0),
         )
     except ValueError as error:
-        raise CliError(f"invalid Redis URL {redacted(url)!r}: {error}") from None
+        raise CliError(f"invalid Redis URL {masked_url(url)!r}: {error_text(error)}") from None
     try:
         client.ping()
     except redis.RedisError as error:
         client.close()
-        detail = str(error) or type(error).__name__
-        raise CliError(f"cannot reach Redis at {redacted(url)}: {detail}") from None
+        raise CliError(f"cannot reach Redis at {masked_url(url)}: {error_text(error)}") from None
     return client
 
 

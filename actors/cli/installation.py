@@ -27,7 +27,8 @@ def installation_options() -> argparse.ArgumentParser:
         "--redis-url",
         metavar="URL",
         help="redis://host:port/db or unix:///path/redis.sock (default: the installation's: "
-        "REDIS_URL, the --config file, else the embedded Redis of the data dir)",
+        "REDIS_URL, the --config file, else the embedded Redis of the data dir; pass a URL "
+        "with a password through REDIS_URL: any user can read a command line)",
     )
     options.add_argument(
         "--prefix",

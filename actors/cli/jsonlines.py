@@ -8,14 +8,23 @@ processing goes on.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import IO, Any
+
+from catalogue.sanitize import sanitize
+from policy.errors import FieldError
 
 LineHandler = Callable[[dict[str, Any], int], dict[str, Any]]
 
 
 def line_error(number: int, message: str, field: str | None) -> dict[str, Any]:
-    return {"line": number, "error": message, "field": field}
+    """An unreadable line's answer; its message may quote the input, so it is sanitised."""
+    return {"line": number, "error": sanitize(message), "field": field}
+
+
+def errors_json(errors: Iterable[FieldError]) -> list[dict[str, str | None]]:
+    """Field errors as printed: their messages may quote the input, so sanitised."""
+    return [{"field": e.field, "message": sanitize(e.message)} for e in errors]
 
 
 def answer_line(line: str, number: int, handle: LineHandler) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import IO, Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from actors.cli.jsonlines import line_error, map_json_lines
+from actors.cli.jsonlines import errors_json, line_error, map_json_lines
 from catalogue import Classification, ErrorClass
 from policy.decisions import decision_json
 from policy.document import DynamicProfile, PolicyDocument
@@ -300,7 +300,7 @@ def _read_json(path: Path | None) -> Any:
 
 def _print_errors(exc: PolicyError, *, valid: bool | None = None) -> int:
     payload: dict[str, Any] = {} if valid is None else {"valid": valid}
-    payload["errors"] = [error.as_json() for error in exc.errors]
+    payload["errors"] = errors_json(exc.errors)
     _print_json(payload)
     return EXIT_INVALID
 

@@ -26,7 +26,7 @@ import redis
 
 from actors.cli.common import CliError
 from actors.cli.installation import installation, installation_options
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, error_text
 from actors.jobs.queue import default_queue_name, dispatch_queue
 from actors.jobs.reconcile import reconcile
 from actors.jobs.worker_engine import WorkerEngine
@@ -57,9 +57,9 @@ def run_reconcile(args: argparse.Namespace) -> int:
     try:
         line = reconcile_line(args, datetime.now(UTC))
     except RecoveryError as error:  # a CliError among them
-        message = str(error)
+        message = error_text(error)
     except redis.RedisError as error:
-        message = f"cannot reach Redis: {str(error) or type(error).__name__}"
+        message = f"cannot reach Redis: {error_text(error)}"
     else:
         print(line)
         return 0

@@ -35,7 +35,7 @@ from actors.cli.format import relative
 from actors.cli.installation import installation, installation_options
 from actors.cli.top_frame import SampledCounts, TopFrame, compute_frame
 from actors.cli.top_reads import TopLimits, read_frame
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, error_text
 from actors.keys import KeySpace
 
 EXIT_ERROR: Final = 2
@@ -115,9 +115,9 @@ def run_top(args: argparse.Namespace) -> int:
             else:
                 run_live(client, keys, limits, args.interval)
     except (CliError, RecoveryError) as error:
-        return _problem(str(error))
+        return _problem(error_text(error))
     except redis.RedisError as error:
-        return _problem(f"cannot read Redis: {error or type(error).__name__}")
+        return _problem(f"cannot read Redis: {error_text(error)}")
     return 0
 
 

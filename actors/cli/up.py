@@ -37,7 +37,9 @@ import ray
 import redis
 
 from actors.engine.config import ConfigError, RuntimeConfig, load_config
+from actors.errors import error_text
 from actors.hosting.runtime import RecoveryRuntime
+from catalogue.sanitize import masked_url
 
 EXIT_FAILED: Final = 1
 EXIT_ERROR: Final = 2
@@ -64,18 +66,19 @@ def run(args: argparse.Namespace) -> int:
         flags = {name: getattr(args, name) for name in FLAGS}
         config = load_config(args.config, os.environ, flags=flags)
     except ConfigError as error:
-        return _problem(str(error))
+        return _problem(error_text(error))
     if config.redis_url is not None:
         try:
             check_redis(config.redis_url)
         except redis.RedisError as error:
-            return _problem(f"cannot reach Redis at {config.redis_url}: {error}")
+            url = masked_url(config.redis_url)
+            return _problem(f"cannot reach Redis at {url}: {error_text(error)}")
     runtime = RecoveryRuntime.from_config(config)
     failure: str | None = None
     try:
         say(f"stopping: {serve(runtime, config)} received")
     except Exception as error:  # one line, not a traceback; the drain below still runs
-        failure = f"{type(error).__name__}: {error}"
+        failure = f"{type(error).__name__}: {error_text(error)}"
     finally:
         _install(signal.SIG_IGN)  # a second signal must not interrupt the drain
         left = runtime.shutdown()
@@ -121,11 +124,12 @@ def status_lines(runtime: RecoveryRuntime, config: RuntimeConfig) -> list[str]:
 
 
 def redis_line(runtime: RecoveryRuntime, config: RuntimeConfig) -> str:
+    url = masked_url(runtime.url)  # the password never printed
     if config.redis_url is not None:
-        return f"redis: {runtime.url}"
+        return f"redis: {url}"
     folder = config.data_dir.expanduser()
     socket = runtime.url.removeprefix("unix://")
-    return f"redis: {runtime.url} (embedded, data in {folder}; inspect: redis-cli -s {socket})"
+    return f"redis: {url} (embedded, data in {folder}; inspect: redis-cli -s {socket})"
 
 
 def ray_line(runtime: RecoveryRuntime) -> str:

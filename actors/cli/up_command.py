@@ -20,7 +20,12 @@ def register(commands: Any) -> None:
     command.add_argument(
         "--config", type=Path, metavar="FILE", help="TOML settings (default: $RECOVERY_CONFIG)"
     )
-    command.add_argument("--redis-url", metavar="URL", help="external Redis (default: embedded)")
+    command.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="external Redis (default: $REDIS_URL, else embedded; use $REDIS_URL for a URL "
+        "with a password: any user can read a command line)",
+    )
     command.add_argument("--ray-address", metavar="ADDRESS", help="Ray cluster (default: local)")
     command.add_argument("--hosts", metavar="N", help="route host actors")
     command.add_argument("--dispatcher", metavar="MODULE:CALLABLE", help="dispatch entry point")

@@ -33,6 +33,7 @@ from actors.errors import (
     RecoveryError,
     StoreUnavailableError,
     TransitionRejectedError,
+    error_text,
 )
 from actors.keys import valid_route_id
 from actors.routes.circuit_board import CircuitBoard
@@ -198,7 +199,7 @@ class BatchRunner:
             try:
                 commands = await self.circuits.release_commands(release)
             except RecoveryError as error:  # a parked route re-checks its circuit anyway
-                log.warning("release of circuit %s not planned: %s", release[0], error)
+                log.warning("release of circuit %s not planned: %s", release[0], error_text(error))
                 continue
             for start in range(0, len(commands), RELEASE_BATCH):
                 chunk = commands[start : start + RELEASE_BATCH]

@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from actors.errors import CorruptProfileError, RecoveryError
+from actors.errors import CorruptProfileError, RecoveryError, error_text
 from actors.routes.circuit_board import (
     CircuitBinding,
     CircuitBoard,
@@ -208,7 +208,9 @@ class CircuitEffects:
         try:
             await self.circuits.abandon_probe(resource, snapshot.probe_token, now)
         except RecoveryError as error:
-            log.warning("probe lease of route %s not abandoned: %s", snapshot.route_id, error)
+            log.warning(
+                "probe lease of route %s not abandoned: %s", snapshot.route_id, error_text(error)
+            )
             return
         self._observe_probe("abandoned")
 
@@ -240,7 +242,7 @@ class CircuitEffects:
         try:
             releases = await self._report_probes(board, before, after, context, kept)
         except RecoveryError as error:  # the route transitions are durable already
-            log.warning("probe verdicts of a route round not written: %s", error)
+            log.warning("probe verdicts of a route round not written: %s", error_text(error))
         for effect in (
             self._record(board, after, context.now),
             self._park(board, before, after, context.now),
@@ -248,7 +250,9 @@ class CircuitEffects:
             try:
                 await effect
             except RecoveryError as error:
-                log.warning("circuit side effects of a route round not written: %s", error)
+                log.warning(
+                    "circuit side effects of a route round not written: %s", error_text(error)
+                )
         return releases
 
     async def _report_probes(

@@ -71,6 +71,7 @@ from actors.keys import DEFAULT_PREFIX, PREFIX_PATTERN, KeySpace
 from actors.routes.circuit_board import DEFAULT_PROBE_TTL_S
 from actors.routes.commands import RouteSettings
 from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
+from catalogue.sanitize import masked_url
 from circuits import CircuitSettings
 
 CONFIG_ENV: Final = "RECOVERY_CONFIG"
@@ -167,9 +168,9 @@ def _text(value: object) -> str:
 
 def _redis_url(value: object) -> str:
     url = _text(value)
-    if not url.startswith(REDIS_SCHEMES):  # only the scheme: the rest may hold a password
-        scheme = url.partition("://")[0] if "://" in url else url[:16]
-        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, got scheme {scheme!r}")
+    if not url.startswith(REDIS_SCHEMES):
+        shown = masked_url(url)  # never the password of a mistyped URL
+        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, got {shown!r}")
     return url
 
 
@@ -221,7 +222,10 @@ class RuntimeConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    redis_url: Annotated[str | None, BeforeValidator(_optional(_redis_url))] = None
+    redis_url: Annotated[str | None, BeforeValidator(_optional(_redis_url))] = Field(
+        default=None,
+        repr=False,  # it may hold a password
+    )
     ray_address: Annotated[str | None, BeforeValidator(_optional(_text))] = None
     ray_cpus: Annotated[int | None, BeforeValidator(_optional(_positive_int))] = None
     ray_dashboard: Annotated[bool, BeforeValidator(_boolean)] = True

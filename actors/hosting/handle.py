@@ -107,7 +107,9 @@ class RouteHandle:
         apply the candidate's policy and persist the decision (retry_wait, waiting_for_reset,
         switching to the next candidate, or action_required) before returning. `turn` is
         what was observed of the turn (None: nothing recorded, which is unsafe to replay).
-        Raises InvalidStateError when it is not active, retrying or switching.
+        Raises InvalidStateError when it is not active, retrying or switching, and
+        InvalidClassificationError (naming the field) for a Classification the catalogue
+        could not have produced (catalogue/boundary.py); its excerpt is sanitised again.
         `attempt`: the attempt ordinal the report is about (the snapshot's
         `attempt_ordinal` when that attempt was dispatched); a report about an earlier one
         raises StaleOrdinalError. None: the route's current attempt."""

@@ -60,7 +60,7 @@ from actors.engine.circuit_effects import CircuitEffects
 from actors.engine.service import RouteService
 from actors.engine.settings import EngineSettings
 from actors.engine.timers import Due, RouteTimers
-from actors.errors import RecoveryError, TransitionRejectedError
+from actors.errors import RecoveryError, TransitionRejectedError, error_text
 from actors.hosting import memory as host_memory
 from actors.hosting.batcher import BatchItem, HostRequest, ReadHistory, ReadSnapshot
 from actors.hosting.memory import HostMemory
@@ -215,7 +215,9 @@ class RouteHost:
                 entries = await self._own_schedules()
                 break
             except (RedisError, RecoveryError) as error:  # Redis not reachable yet
-                log.warning("route host %s cannot rehydrate yet: %s", self.host_id, error)
+                log.warning(
+                    "route host %s cannot rehydrate yet: %s", self.host_id, error_text(error)
+                )
                 await asyncio.sleep(REHYDRATE_RETRY_S)
         for entry in entries:
             self._timers.arm_schedule(entry)
@@ -227,7 +229,11 @@ class RouteHost:
             try:
                 self._reconciled = await asyncio.to_thread(self._reconcile, self._dispatcher)
             except (RedisError, RecoveryError) as error:
-                log.warning("route host %s could not reconcile dispatches: %s", self.host_id, error)
+                log.warning(
+                    "route host %s could not reconcile dispatches: %s",
+                    self.host_id,
+                    error_text(error),
+                )
         gc.collect()
         gc.freeze()
         log.info("route host %s rehydrated %d schedules", self.host_id, len(entries))
@@ -240,7 +246,9 @@ class RouteHost:
                     self._wakes, self._keys, self.host_id, after, block_ms=WAKE_BLOCK_MS
                 )
             except RecoveryError as error:  # Redis away: the backstop still covers them
-                log.warning("route host %s cannot follow its wakes: %s", self.host_id, error)
+                log.warning(
+                    "route host %s cannot follow its wakes: %s", self.host_id, error_text(error)
+                )
                 await asyncio.sleep(REHYDRATE_RETRY_S)
                 continue
             for wake in wakes:
@@ -329,7 +337,7 @@ class RouteHost:
         try:
             jobs = await asyncio.to_thread(lambda: [self._enqueue(s, dispatcher) for s in retrying])
         except (RedisError, RecoveryError) as error:  # reconciliation enqueues them later
-            log.warning("dispatch of %d routes not enqueued: %s", len(retrying), error)
+            log.warning("dispatch of %d routes not enqueued: %s", len(retrying), error_text(error))
             return
         enqueued = [s for s, job in zip(retrying, jobs, strict=True) if job is not None]
         if enqueued:  # Ray's Counter.inc refuses 0

@@ -37,7 +37,7 @@ import redis
 
 from actors.engine.config import DEFAULT_DATA_DIR, DEFAULT_WORKER_COUNT, RuntimeConfig
 from actors.engine.settings import EngineSettings
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, error_text
 from actors.hosting.batcher import BatcherPool
 from actors.hosting.handle import RouteHandle, committed_by_retry
 from actors.hosting.hash_ring import DEFAULT_VIRTUAL_NODES, HashRing
@@ -102,7 +102,7 @@ class RecoveryRuntime:
     constructor raises ValueError naming a setting out of range (`from_config` goes
     through `load_config`'s checks first)."""
 
-    redis_url: str | None = None
+    redis_url: str | None = field(default=None, repr=False)  # it may hold a password
     data_dir: Path | None = None
     ray_address: str | None = None
     host_count: int = 2
@@ -373,7 +373,7 @@ class RecoveryRuntime:
         try:
             return self.pending_schedules()
         except redis.RedisError as error:
-            log.warning("cannot count the pending schedules: %s", error)
+            log.warning("cannot count the pending schedules: %s", error_text(error))
             return None
 
     def _start_ray(self, address: str | None) -> None:

@@ -36,7 +36,7 @@ from redis.exceptions import RedisError
 from rq.exceptions import DuplicateJobError
 
 from actors.clock import Clock
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, error_text
 from actors.jobs.queue import dispatch_queue
 from actors.keys import KeySpace, valid_host_id
 from actors.routes.models import WAITING_STATES, RouteSnapshot
@@ -156,7 +156,9 @@ class BackstopArmer:
         try:
             connection.delete(*(self.keys.backstop(self.host_id, s) for s in seconds))
         except RedisError as error:  # the marker expires on its own
-            log.warning("backstop markers of host %s not released: %s", self.host_id, error)
+            log.warning(
+                "backstop markers of host %s not released: %s", self.host_id, error_text(error)
+            )
 
     def _remember(self, seconds: Iterable[int], now_s: int) -> None:
         with self._lock:
@@ -205,6 +207,8 @@ class HostBackstops:
             try:
                 await asyncio.to_thread(self.armer.arm_seconds, batch)
             except (RedisError, RecoveryError) as error:
-                log.warning("backstops of host %s not armed: %s", self.armer.host_id, error)
+                log.warning(
+                    "backstops of host %s not armed: %s", self.armer.host_id, error_text(error)
+                )
             except Exception:  # never let arming take the host down
                 log.exception("arming backstops of host %s failed", self.armer.host_id)

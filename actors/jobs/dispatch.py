@@ -37,6 +37,7 @@ from redis.exceptions import RedisError
 from rq import get_current_job
 
 from actors.clock import SystemClock
+from actors.errors import error_text
 from actors.jobs.backstop_arming import BackstopArmer
 from actors.jobs.dispatcher import NotDispatched, ReplayIdentity, load_dispatcher
 from actors.jobs.ledger import DispatchLedger
@@ -44,7 +45,7 @@ from actors.jobs.worker_engine import WorkerEngine, worker_engine
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import ReturnUnsent, RouteCommand, SettleDispatch
 from actors.routes.models import RouteSnapshot, attempt_retrying
-from actors.routes.steps import clip
+from catalogue.sanitize import sanitize
 
 REASON_UNLOADABLE: Final = "dispatcher cannot be loaded"
 REASON_AMBIGUOUS: Final = "dispatch outcome ambiguous"
@@ -129,7 +130,7 @@ def dispatch_once(
     try:
         call = load_dispatcher(dispatcher)
     except Exception as error:
-        detail = clip(f"dispatcher {dispatcher!r} cannot be loaded: {type(error).__name__}")
+        detail = sanitize(f"dispatcher {dispatcher!r} cannot be loaded: {type(error).__name__}")
         ledger.finish(fence, "not_dispatched", _now(), detail=detail)
         settle(SettleDispatch(fence.generation, fence.ordinal, REASON_UNLOADABLE))
         return "not_dispatched"
@@ -141,7 +142,7 @@ def dispatch_once(
         if inspect.isawaitable(result):
             asyncio.run(_awaited(result))
     except NotDispatched as error:
-        detail = clip(str(error))
+        detail = error_text(error)
         ledger.finish(fence, "not_dispatched", _now(), detail=detail)
         engine.abandon_unsent(snapshot)  # before re-planning: the next caller may probe
         again = settle(ReturnUnsent(fence.generation, fence.ordinal, detail))
@@ -149,10 +150,10 @@ def dispatch_once(
             try:
                 rearm(again)
             except RedisError as error:  # durable anyway: the host's rehydration arms it
-                log.warning("backstop of route %s not armed: %s", fence.route_id, error)
+                log.warning("backstop of route %s not armed: %s", fence.route_id, error_text(error))
         return "not_dispatched"
     except Exception as error:
-        detail = type(error).__name__
+        detail = f"{type(error).__name__}: {error_text(error)}"
         ledger.finish(fence, "failed", _now(), detail=detail)
         # a probe's lease is left to its TTL: the probe may have happened (docstring)
         ambiguous = SettleDispatch(
@@ -177,7 +178,8 @@ class _Settle:
     def __call__(self, command: RouteCommand) -> RouteSnapshot | None:
         [outcome] = self.engine.commands(self.host_id, [(self.fence.route_id, command)])
         if isinstance(outcome, Exception):
-            log.warning("route %s not settled after its dispatch: %s", self.fence.route_id, outcome)
+            route, why = self.fence.route_id, error_text(outcome)
+            log.warning("route %s not settled after its dispatch: %s", route, why)
             return None
         return outcome
 

@@ -15,6 +15,7 @@ from redis import Redis
 from actors.keys import AttemptFence, KeySpace
 from actors.store.replies import reply_text, reply_texts
 from actors.store.scripts import script
+from catalogue.sanitize import sanitize
 
 LEDGER_TTL_S: Final = 7 * 24 * 3600
 
@@ -68,7 +69,8 @@ class DispatchLedger:
     def finish(
         self, fence: AttemptFence, outcome: Outcome, at: datetime, *, detail: str = ""
     ) -> str:
-        return self._step(fence, ["finish", _iso(at), outcome, detail])
+        """`detail` (a dispatcher's message, often exception text) is stored sanitised."""
+        return self._step(fence, ["finish", _iso(at), outcome, sanitize(detail)])
 
     def _step(self, fence: AttemptFence, argv: list[str]) -> str:
         """ "applied" when the step was written, else the ledger's state that refused it."""

@@ -25,6 +25,10 @@ PYTHONPATH it would come before the standard library). Workers run in the starti
 process's working folder, as `rq worker` run there by hand would: relative paths mean the
 same in both, and no worker runs inside site-packages (rq puts its working folder on
 `sys.path`, and site-packages may be read-only).
+
+The Redis URL (its password with it) reaches a worker through its environment
+(`RQ_REDIS_URL`, which `rq worker` reads like `--url`), never its command line: any user
+can read `/proc/PID/cmdline`, while `/proc/PID/environ` is its owner's alone.
 """
 
 from __future__ import annotations
@@ -49,12 +53,14 @@ from rq import Worker
 from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
 from actors.engine.config import DEFAULT_WORKER_COUNT
+from actors.errors import error_text
 
 SUPERVISE_POLL_S: Final = 0.2
 STOP_TIMEOUT_S: Final = 10.0
 STOP_POLL_S: Final = 0.02
 SERIALIZER: Final = "rq.serializers.JSONSerializer"
 WORKER_CLASS: Final = "rq.worker.SimpleWorker"
+URL_ENV: Final = "RQ_REDIS_URL"  # read by `rq worker` (its --url option's variable)
 # The folder holding the `actors` package (the checkout, or site-packages when installed):
 # workers import the dispatch job from it.
 PROJECT_ROOT: Final = Path(__file__).resolve().parents[2]
@@ -65,12 +71,18 @@ OnDeath = Callable[[str], None]
 """Called with the name of a worker found dead, before it is replaced."""
 
 
-def worker_command(url: str, queue: str, name: str) -> list[str]:
-    """The `rq worker` command line of one supervised worker."""
+def worker_command(queue: str, name: str) -> list[str]:
+    """The `rq worker` command line of one supervised worker: no Redis URL on it (the
+    worker reads it from URL_ENV in its environment, see worker_process_env)."""
     return [
-        sys.executable, "-m", "rq.cli", "worker", "--url", url, "--serializer", SERIALIZER,
+        sys.executable, "-m", "rq.cli", "worker", "--serializer", SERIALIZER,
         "--worker-class", WORKER_CLASS, "--with-scheduler", "--name", name, "--quiet", queue,
     ]  # fmt: skip
+
+
+def worker_process_env(env: Mapping[str, str], url: str) -> dict[str, str]:
+    """`env` with the Redis URL the worker connects to (URL_ENV)."""
+    return {**env, URL_ENV: url}
 
 
 def site_folders() -> frozenset[Path]:
@@ -212,7 +224,7 @@ class WorkerPool:
     def _spawn(self) -> WorkerProcess:
         name = f"{self.name_prefix}-{uuid.uuid4().hex[:12]}"
         process = subprocess.Popen(
-            worker_command(self.url, self.queue, name), env=self._env,
+            worker_command(self.queue, name), env=worker_process_env(self._env, self.url),
             start_new_session=True, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         return WorkerProcess(name, process)
@@ -225,7 +237,7 @@ class WorkerPool:
             finally:
                 connection.close()
         except redis.RedisError as error:
-            log.warning("cannot forget rq worker %s: %s", name, error)
+            log.warning("cannot forget rq worker %s: %s", name, error_text(error))
 
     def _notify(self, name: str) -> None:
         if self._on_death is None:

@@ -36,6 +36,7 @@ from actors.routes.judgement import failure_transition
 from actors.routes.models import RouteSnapshot, Transition, attempt_retrying
 from actors.routes.steps import step, updated
 from catalogue import Classification, Confidence, code_info, sanitize
+from catalogue.boundary import known_rule_codes
 from catalogue.codes import UnknownCodeError
 from policy import TurnEvidence
 
@@ -79,10 +80,13 @@ def not_dispatched_report(
     snapshot: RouteSnapshot, detail: str, context: RouteContext
 ) -> ReportFailure | None:
     """The route's stored failure reported again, as of a turn that never started; None
-    when the route stores no complete failure (or one the registry no longer knows)."""
+    when the route stores no complete failure (or one the registry or the catalogue no
+    longer knows: the report is re-validated like a caller's, catalogue/boundary.py)."""
     code, error_class = snapshot.code, snapshot.error_class
     rule, version = snapshot.rule, snapshot.catalogue_version
     if code is None or error_class is None or rule is None or version is None:
+        return None
+    if rule not in known_rule_codes():  # a rule a later catalogue no longer ships
         return None
     if snapshot.caller is None or snapshot.invocation_id is None:
         return None

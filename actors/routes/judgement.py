@@ -30,7 +30,8 @@ from actors.routes.models import CycleRecord, RouteSnapshot, Transition
 from actors.routes.parking import parked_changes
 from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
 from actors.routes.steps import REPORTABLE, clip, require, skip_step, step, updated
-from catalogue import Classification, classify
+from catalogue import Classification, classify, sanitize
+from catalogue.boundary import revalidated
 from policy import (
     CycleUsage,
     Decision,
@@ -62,8 +63,12 @@ class Judgement:
 
 
 def classification_of(report: ReportFailure, context: RouteContext) -> Classification:
+    """The report's classification: its evidence classified at the context's time, or the
+    Classification it carries checked again as the catalogue would have produced it
+    (catalogue/boundary.py: a known rule, a bounded hint, a sanitised excerpt), else
+    InvalidClassificationError, the report's own error, with no effect."""
     if isinstance(report.evidence, Classification):
-        return report.evidence
+        return revalidated(report.evidence, context.now)
     return (context.classifier or classify)(report.evidence, context.now)
 
 
@@ -112,7 +117,9 @@ def judge_failure(
     try:
         profile = profile_from_json(snapshot.route_id, snapshot.profile)
     except CorruptProfileError as error:
-        stop = Stop(reason=f"policy configuration error, fix the profile: {error.detail}")
+        # the detail may quote the profile's content: it is stored as the route's reason
+        detail = sanitize(error.detail)
+        stop = Stop(reason=f"policy configuration error, fix the profile: {detail}")
         return Judgement(classification, safety, stop, usage, None, None)
     candidate = find_candidate(profile, snapshot.candidate_id)
     if candidate is None:

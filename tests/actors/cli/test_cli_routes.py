@@ -457,7 +457,7 @@ def test_redis_url_comes_from_the_environment(
     [
         (
             ["--redis-url", "http://localhost"],
-            "--redis-url: must be a redis://, rediss:// or unix:// URL, got scheme 'http'",
+            "--redis-url: must be a redis://, rediss:// or unix:// URL, got 'http://localhost'",
         ),
         (
             ["--redis-url", "redis://localhost", "--prefix", "a*b"],

@@ -162,7 +162,7 @@ IMPORT_PATH = "must be an import path 'package.module:callable', got "
         (
             "REDIS_URL",
             "http://db",
-            "must be a redis://, rediss:// or unix:// URL, got scheme 'http'",
+            "must be a redis://, rediss:// or unix:// URL, got 'http://db'",
         ),
     ],
 )
@@ -362,9 +362,9 @@ def test_a_runtime_from_a_config_carries_the_circuit_settings_to_hosts_and_worke
     assert "install-7" not in repr(runtime.settings)
 
 
-def test_a_refused_redis_url_is_named_by_its_scheme_only_never_its_password() -> None:
+def test_a_refused_redis_url_is_shown_masked_never_with_its_password() -> None:
     error = config_error(None, {"REDIS_URL": "http://user:hunter2pw@db:6379/0"})
-    assert "got scheme 'http'" in str(error)
+    assert "got 'http://user:***@db:6379/0'" in str(error)
     assert "hunter2pw" not in str(error)
     assert "hunter2pw" not in repr(error.args)
     assert error.value == "<withheld>"
