@@ -41,6 +41,8 @@ _ROUTE_ID = re.compile(ROUTE_ID_PATTERN)
 _HOST_ID = re.compile(HOST_ID_PATTERN)
 _PREFIX = re.compile(PREFIX_PATTERN)
 _RESOURCE_ID = re.compile(RESOURCE_ID_PATTERN)
+REQUEST_ID_PATTERN: Final = r"[A-Za-z0-9._:-]{1,128}"
+_REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 
 
 def valid_route_id(route_id: str) -> str:
@@ -48,6 +50,14 @@ def valid_route_id(route_id: str) -> str:
     if not isinstance(route_id, str) or not _ROUTE_ID.fullmatch(route_id):
         raise InvalidRouteIdError(route_id, ROUTE_ID_PATTERN)
     return route_id
+
+
+def valid_request_id(request_id: str) -> str:
+    """A caller's request id unchanged (an Idempotency-Key's shape: a uuid, a ulid), or
+    InvalidIdentifierError naming it."""
+    if not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id):
+        raise InvalidIdentifierError("request id", request_id, REQUEST_ID_PATTERN)
+    return request_id
 
 
 @dataclass(frozen=True, slots=True)

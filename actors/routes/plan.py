@@ -25,6 +25,7 @@ candidate is left to run on. It reads no clock and does no I/O.
 from __future__ import annotations
 
 from actors.errors import InvalidStateError, NoEligibleCandidateError, StaleGenerationError
+from actors.keys import valid_request_id
 from actors.routes.commands import (
     CancelWait,
     Close,
@@ -44,6 +45,7 @@ from actors.routes.commands import (
     StartFresh,
     StopRoute,
     UpdateProfile,
+    request_id_of,
 )
 from actors.routes.dispatch_outcomes import return_unsent_transition, settle_dispatch_transition
 from actors.routes.eligibility import choose_start
@@ -66,7 +68,11 @@ from actors.routes.steps import (
 def plan(  # noqa: PLR0911, PLR0912 - one case per command: this match is the dispatch table
     snapshot: RouteSnapshot, command: RouteCommand, context: RouteContext
 ) -> Transition | None:
-    """The transition that carries out `command` on the route `snapshot` shows."""
+    """The transition that carries out `command` on the route `snapshot` shows. Raises
+    InvalidIdentifierError for a request id outside `[A-Za-z0-9._:-]{1,128}`."""
+    request_id = request_id_of(command)
+    if request_id is not None:
+        valid_request_id(request_id)
     match command:
         case Start():
             return start_transition(snapshot, command, context)

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from actors.engine.service import RouteService
-from actors.errors import StaleOrdinalError
+from actors.errors import InvalidIdentifierError, StaleOrdinalError
 from actors.keys import AttemptFence
 from actors.routes.models import RouteSnapshot
 from actors.store.route_codec import DEFAULT_REQUESTS_KEPT, DEFAULT_REQUESTS_TTL_S
@@ -198,5 +198,23 @@ def test_a_timer_racing_a_replay_fires_once(backend: Backend) -> None:
         assert await fail(service, 1, "req-1") == first
         assert await session.decisions() == decided
         assert decided.count("retry") == 1
+
+    run_service(backend, scenario)
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "x" * 129, "key=sk-live\n"])
+def test_a_malformed_request_id_is_refused_naming_it_and_nothing_is_written(
+    backend: Backend, bad: str
+) -> None:
+    async def scenario(service: RouteService) -> None:
+        client = backend.raw()
+        session = Session(service, backend.clock, ROUTE)
+        await session.start(two_candidates())  # type: ignore[arg-type]
+        before = await raw_state(client, service.store.keys, ROUTE)
+        with pytest.raises(InvalidIdentifierError) as refused:
+            await service.stop(ROUTE, 1, request_id=bad)
+        assert "request id" in str(refused.value)
+        assert await raw_state(client, service.store.keys, ROUTE) == before
+        await client.aclose()
 
     run_service(backend, scenario)
