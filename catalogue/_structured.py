@@ -14,6 +14,9 @@ lowercased header names.
   "rejected","resetsAt":<epoch s>,"rateLimitType":"five_hour", "unifiedWindows":{...}}}`:
   only a rejected event (or rejected window) says when work may resume; an allowed one is
   informational and never a hint.
+- Codex's usage windows as response headers (`x-codex-primary-used-percent: 100`,
+  `x-codex-primary-reset-at: <epoch s>`, `x-codex-primary-reset-after-seconds`, the same for
+  `secondary`): a window at 100 % is exhausted until its reset.
 - Codex's structured usage limit `{"error":{"type":"usage_limit_reached",...,"resets_at":
   <epoch s>,"resets_in_seconds":<s>}}`.
 
@@ -26,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from catalogue._durations import epoch_instant, read_number, read_rfc3339
@@ -145,3 +148,28 @@ def codex_reset(t: str) -> tuple[datetime | None, float | None]:
     if (found := _RESETS_IN.search(t)) is not None:
         delay = float(found.group(1))
     return at, delay
+
+
+_CODEX_WINDOWS = ("primary", "secondary")
+
+
+def codex_window_reset(lowered: Mapping[str, object], now: datetime) -> datetime | None:
+    """The latest reset among Codex's exhausted (100 % used) header windows, or None."""
+    resets = []
+    for window in _CODEX_WINDOWS:
+        used = _header_number(lowered, f"x-codex-{window}-used-percent")
+        if used is None or used < 100:
+            continue
+        at = _header_number(lowered, f"x-codex-{window}-reset-at")
+        if at is not None and (instant := epoch_instant(at)) is not None:
+            resets.append(instant)
+            continue
+        after = _header_number(lowered, f"x-codex-{window}-reset-after-seconds")
+        if after is not None and after <= 10**8:
+            resets.append(now + timedelta(seconds=after))
+    return max(resets) if resets else None
+
+
+def _header_number(lowered: Mapping[str, object], name: str) -> float | None:
+    value = lowered.get(name)
+    return read_number(value) if isinstance(value, str) else None

@@ -22,6 +22,7 @@ from typing import Literal
 
 from catalogue._durations import (
     epoch_instant,
+    fixed_offset,
     instants_of,
     read_duration,
     read_full_duration,
@@ -33,6 +34,7 @@ from catalogue._durations import (
 from catalogue._structured import (
     UNIFIED,
     codex_reset,
+    codex_window_reset,
     rate_limit_event_reset,
     unified_out_of_credits,
     unified_reset,
@@ -95,7 +97,8 @@ _CLOCK = re.compile(
     rf"(?:(?P<mon>{'|'.join(_MONTHS)})[a-z]*\.?\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?"
     r"(?:,?\s+(?P<year>\d{4}))?(?:\s*,\s*|\s+at\s+|\s+))?"
     r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?(?:\s*(?P<ampm>[ap])\.?m\b\.?)?"
-    r"(?:\s*\(\s*(?P<zone>[a-z][a-z0-9_+\-]{0,40}(?:/[a-z0-9_+\-]{1,40}){0,3})\s*\))?"
+    r"(?:\s*\(\s*(?P<zone>[a-z][a-z0-9_+\-]{0,40}(?:/[a-z0-9_+\-]{1,40}){0,3})\s*\)"
+    r"|\s+(?P<offset>(?:gmt|utc)(?:\s?[+\-−]\s?\d{1,2}(?::?\d{2})?)?|[pme][sd]t)(?![\w+\-]))?"
 )
 # Reset headers and the name of their remaining-count partner, e.g. x-ratelimit-reset-tokens
 # -> x-ratelimit-remaining-tokens, anthropic-ratelimit-tokens-reset -> ...-tokens-remaining.
@@ -118,7 +121,7 @@ def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> Timing
         return hint
     # Clock times name a zone in parentheses (or take the given one) and ISO instants have
     # colons: without either, only delays can follow a lead phrase.
-    instants = "(" in t or ":" in t or zone is not None
+    instants = zone is not None or "(" in t or ":" in t or "am" in t or "pm" in t
     first = None
     for start in _lead_starts(t):
         hint = _delay_at(t, start) or (_instant_at(t, start, now, zone) if instants else None)
@@ -155,7 +158,7 @@ def parse_header_timing(headers: Mapping[str, str], now: datetime) -> TimingHint
     value = lowered.get("retry-after")
     if isinstance(value, str) and (hint := _retry_after_hint(value, now)) is not None:
         return hint
-    if (window_reset := unified_reset(lowered)) is not None:
+    if (window_reset := unified_reset(lowered) or codex_window_reset(lowered, now)) is not None:
         return _absolute(window_reset, now, "header")
     return _reset_headers_hint(lowered, now)
 
@@ -229,7 +232,12 @@ def _clock_instant(
     """The next instant strictly after `now` showing this wall-clock time (and date, when
     given) in the named zone, else in `default_zone`; DST gaps and folds are zoneinfo's.
     A named zone that is not a zone drops the hint (it never falls back)."""
-    zone = default_zone if clock["zone"] is None else zone_named(clock["zone"])
+    if clock["zone"] is not None:
+        zone = zone_named(clock["zone"])
+    elif clock["offset"] is not None:
+        zone = fixed_offset(clock["offset"])
+    else:
+        zone = default_zone
     hour, minute, ampm = int(clock["hour"]), int(clock["minute"] or 0), clock["ampm"]
     if zone is None or (ampm is None and clock["minute"] is None):
         return None  # a bare number is not a clock time
