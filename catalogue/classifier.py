@@ -188,7 +188,7 @@ class Catalogue:
         info = code_info(rule.code)
         timing: _Timing = (None, None, None)
         reference = evidence.observed_at or now
-        if info.uses_timing and reference is not None:
+        if info.uses_timing and not rule.no_reset and reference is not None:
             timing = _timing(evidence, reference)
         return self._result(
             evidence,

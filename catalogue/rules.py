@@ -110,6 +110,9 @@ class Rule:
     # contain (header names lowercased): structured metadata a status alone cannot carry.
     headers: tuple[tuple[str, re.Pattern[str]], ...] = ()
     wrapper: bool = False
+    # The evidence this rule matches states that no reset will lift the failure (a quota
+    # of zero, overage without credits): no timing hint is read, whatever the text says.
+    no_reset: bool = False
     priority: int = 100
     # When set, a match counts only if its named group `bounded` is non-empty and at most
     # this many bytes of UTF-8 (a regex counts characters; some signatures bound bytes).
@@ -125,7 +128,7 @@ _ALLOWED_FIELDS = frozenset(
     {
         "id", "code", "tier", "confidence", "scope", "why", "keys", "match", "require",
         "unless", "status", "exit_codes", "kinds", "providers", "agents", "headers", "wrapper",
-        "priority", "bounded_bytes",
+        "no_reset", "priority", "bounded_bytes",
     }
 )  # fmt: skip
 
@@ -242,6 +245,7 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
         agents=frozenset(a.lower() for a in _strings(raw, "agents", where)),
         headers=_header_patterns(raw, where),
         wrapper=bool(raw.get("wrapper", False)),
+        no_reset=bool(raw.get("no_reset", False)),
         priority=int(raw.get("priority", 100)),
         bounded_bytes=_bounded_bytes(raw, where),
         source=source,
@@ -360,7 +364,7 @@ def _rule_content(rule: Rule) -> str:
         rule.id, rule.code, rule.tier.name, rule.confidence.value, rule.scope.value, rule.why,
         sorted(rule.keys), patterns, sorted(rule.status), sorted(rule.exit_codes),
         sorted(k.value for k in rule.kinds), sorted(rule.providers), sorted(rule.agents),
-        [(name, p.pattern) for name, p in rule.headers], rule.wrapper, rule.priority,
+        [(name, p.pattern) for name, p in rule.headers], rule.wrapper, rule.no_reset, rule.priority,
         rule.bounded_bytes,
     )  # fmt: skip
     return repr(fields)
