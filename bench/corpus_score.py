@@ -1,6 +1,7 @@
 """Score the catalogue on the labelled development corpus (docs/CONTRACTS.md scoring).
 
-Prints one JSON line: accuracy, counts, false auto-recoveries and the wrong rows.
+Prints one JSON line: accuracy, counts, false auto-recoveries, the wrong rows, and the
+server timing hints read and invented (catalogue/corpus_timing.py).
 Usage: python bench/corpus_score.py [PATH] [--verbose]
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from catalogue.classifier import default_catalogue
 from catalogue.corpus import dev_corpus, evidence_from_row, score_rows
+from catalogue.corpus_timing import score_timing
 
 
 def main(argv: list[str]) -> int:
@@ -22,6 +24,7 @@ def main(argv: list[str]) -> int:
     catalogue = default_catalogue()
     now = datetime.now(UTC)
     score = score_rows(rows, lambda e: catalogue.classify(e, now))
+    timing = score_timing(rows, catalogue.classify)
     print(
         json.dumps(
             {
@@ -34,6 +37,12 @@ def main(argv: list[str]) -> int:
                     {"id": rid, "label": label, "predicted": predicted}
                     for rid, label, predicted in score.wrong
                 ],
+                "server_hints": timing.expected,
+                "server_hints_read": timing.read,
+                "server_hints_read_fraction": round(timing.read_fraction, 4),
+                "server_hints_missed": timing.missed,
+                "hints_invented": len(timing.invented),
+                "hints_invented_rows": timing.invented,
             }
         )
     )

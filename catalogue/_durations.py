@@ -139,6 +139,30 @@ def instants_of(wall: datetime) -> list[datetime]:
     return [wall.astimezone(UTC), other.astimezone(UTC)]
 
 
+# North American zone abbreviations that name one fixed offset each (a printed "PST" is
+# UTC-8 whatever the season). Ambiguous ones ("CST": US Central or China) are left out.
+_FIXED_ABBREVIATIONS = {"pst": -8, "pdt": -7, "mst": -7, "mdt": -6, "est": -5, "edt": -4}
+_OFFSET = re.compile(r"(?:gmt|utc)\s?([+\-−])\s?(\d{1,2})(?::?(\d{2}))?")
+
+
+def fixed_offset(name: str) -> tzinfo | None:
+    """The fixed zone a printed offset names ("gmt-3", "utc+5:30", "gmt", "pst"), else None.
+    "GMT-3" is read as people write it: three hours behind UTC (not the POSIX sign)."""
+    name = name.strip()
+    if name in ("gmt", "utc"):
+        return UTC
+    if name in _FIXED_ABBREVIATIONS:
+        return timezone(timedelta(hours=_FIXED_ABBREVIATIONS[name]))
+    match = _OFFSET.fullmatch(name)
+    if match is None:
+        return None
+    hours, minutes = int(match.group(2)), int(match.group(3) or 0)
+    if hours > 14 or minutes > 59:
+        return None
+    sign = 1 if match.group(1) == "+" else -1
+    return timezone(sign * timedelta(hours=hours, minutes=minutes))
+
+
 def zone_named(name: str) -> tzinfo | None:
     """The zone named case-insensitively (IANA, or UTC/GMT), else None. Only listed names
     are looked up, so no text can steer zoneinfo to an arbitrary file."""

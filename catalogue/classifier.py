@@ -17,7 +17,6 @@ from typing import NamedTuple
 
 from catalogue.classification import Classification
 from catalogue.codes import (
-    CATALOGUE_VERSION,
     UNCLASSIFIED,
     Confidence,
     ErrorClass,
@@ -25,7 +24,7 @@ from catalogue.codes import (
     code_info,
 )
 from catalogue.evidence import Evidence, EvidenceKind
-from catalogue.rules import Probe, Rule, Tier, load_builtin_rules, ordered
+from catalogue.rules import Probe, Rule, Tier, content_version, load_builtin_rules, ordered
 from catalogue.sanitize import sanitize
 from catalogue.text import (
     TextViews,
@@ -35,7 +34,7 @@ from catalogue.text import (
     tokens_of,
     undecorated_lines,
 )
-from catalogue.timing import HintSource, parse_header_timing, parse_timing
+from catalogue.timing import HintSource, headers_deny_reset, parse_header_timing, parse_timing
 
 NO_MATCH_RULE = "catalogue.no_match.v1"
 PROSE_RULE = "catalogue.chunk_is_not_an_error_report.v1"
@@ -59,11 +58,12 @@ class Explanation:
 
 
 class Catalogue:
-    """An ordered, indexed rule set. Immutable once built."""
+    """An ordered, indexed rule set. Immutable once built. Its `version` is derived from
+    the rules' content (`catalogue.rules.content_version`) unless one is given."""
 
-    def __init__(self, rules: Sequence[Rule], version: str = CATALOGUE_VERSION) -> None:
-        self.version = version
+    def __init__(self, rules: Sequence[Rule], version: str | None = None) -> None:
         self.rules: tuple[Rule, ...] = tuple(ordered(rules))
+        self.version = version if version is not None else content_version(self.rules)
         by_key: dict[bytes, list[int]] = {}
         by_status: dict[int, list[int]] = {}
         by_exit: dict[int, list[int]] = {}
@@ -113,7 +113,7 @@ class Catalogue:
                 continue
             if rule.wrapper:
                 wrapper = wrapper or rule
-            elif wrapper is None or _states_a_cause(rule):
+            elif wrapper is None or _overrides_wrapper(rule):
                 return rule
         return wrapper
 
@@ -188,7 +188,7 @@ class Catalogue:
         info = code_info(rule.code)
         timing: _Timing = (None, None, None)
         reference = evidence.observed_at or now
-        if info.uses_timing and reference is not None:
+        if info.uses_timing and not rule.no_reset and reference is not None:
             timing = _timing(evidence, reference)
         return self._result(
             evidence,
@@ -263,7 +263,16 @@ def _identity_fits(rule: Rule, subject: Subject) -> bool:
         or (rule.agents and evidence.agent not in rule.agents)
         or (rule.status and subject.status not in rule.status)
         or (rule.exit_codes and evidence.exit_code not in rule.exit_codes)
+        or (rule.headers and not _headers_fit(rule, evidence))
     )
+
+
+def _headers_fit(rule: Rule, evidence: Evidence) -> bool:
+    for name, pattern in rule.headers:
+        value = evidence.headers.get(name)
+        if not isinstance(value, str) or pattern.search(value.strip().lower()) is None:
+            return False
+    return True
 
 
 def _text_fits(rule: Rule, text: TextViews) -> bool:
@@ -319,26 +328,35 @@ def _winner(matched: Sequence[Rule]) -> Rule | None:
     for rule in matched:
         if rule.wrapper:
             wrapper = wrapper or rule
-        elif wrapper is None or _states_a_cause(rule):
+        elif wrapper is None or _overrides_wrapper(rule):
             return rule
     return wrapper
 
 
-def _states_a_cause(rule: Rule) -> bool:
-    # What may override a wrapper: a signature, not a bare status or a weak pattern.
-    return rule.tier is not Tier.STATUS and rule.confidence is not Confidence.LOW
+def _overrides_wrapper(rule: Rule) -> bool:
+    """Whether a rule that holds beside a (transient) wrapper decides instead of it: a
+    signature that states a cause always does; a bare status or a weak pattern does when
+    it says the wrapped failure is not transient. A wrapper never makes a hard, invalid or
+    non-provider failure transient: a weak (low-confidence) cause makes the result
+    unclassified rather than a transient guess."""
+    if rule.tier is not Tier.STATUS and rule.confidence is not Confidence.LOW:
+        return True
+    return code_info(rule.code).error_class is not ErrorClass.TRANSIENT
 
 
 _Timing = tuple[float | None, datetime | None, HintSource | None]
 
 
 def _timing(evidence: Evidence, now: datetime) -> _Timing:
+    if evidence.headers and headers_deny_reset(evidence.headers):
+        return None, None, None  # e.g. out of credits: nothing the text says can reset it
     hint = parse_header_timing(evidence.headers, now) if evidence.headers else None
+    zone = evidence.zone()
     if hint is None and evidence.text:
-        hint = parse_timing(evidence.text, now)
+        hint = parse_timing(evidence.text, now, zone)
     source: HintSource | None = hint.source if hint else None
     if hint is None and evidence.body:
-        hint = parse_timing(evidence.body, now)
+        hint = parse_timing(evidence.body, now, zone)
         if hint is not None:
             source = "structured" if hint.source == "structured" else "body"
     if hint is None:

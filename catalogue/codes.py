@@ -14,6 +14,8 @@ from typing import Final
 
 from catalogue.errors import RecoveryError
 
+# The catalogue's version line. A built catalogue's version is this plus a digest of its
+# rules' content (`catalogue.rules.content_version`): "catalogue.v1+3f2a9c0d1e4b".
 CATALOGUE_VERSION: Final = "catalogue.v1"
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, tzinfo
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from catalogue._durations import zone_named
 
 # Evidence text beyond this is cut before classification: provider errors are short, and
 # a bound keeps the classifier's cost linear in a known size.
@@ -44,6 +46,9 @@ class Evidence(BaseModel):
     execution_id: str | None = None
     prompt_generation: int | None = Field(default=None, ge=0)
     phase: str | None = None
+    # The IANA zone of the machine the agent ran on (the orchestrator knows it): a clock
+    # time that names no zone ("try again at 9:15 AM") is read in it, else dropped.
+    timezone: str | None = None
 
     @field_validator("headers", mode="before")
     @classmethod
@@ -70,6 +75,15 @@ class Evidence(BaseModel):
             raise ValueError("must carry a time zone (ISO-8601 with an offset or Z)")
         return value
 
+    @field_validator("timezone")
+    @classmethod
+    def _require_known_zone(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if zone_named(value.strip().lower()) is None:
+            raise ValueError(f"not an IANA time zone: {value!r}")
+        return value.strip()
+
     @field_validator("provider", "agent", "model", mode="after")
     @classmethod
     def _normalise_identity(cls, value: str | None) -> str | None:
@@ -81,6 +95,10 @@ class Evidence(BaseModel):
     def header(self, name: str) -> str | None:
         """A header value by case-insensitive name."""
         return self.headers.get(name.lower())
+
+    def zone(self) -> tzinfo | None:
+        """The agent machine's zone, when the evidence names one."""
+        return None if self.timezone is None else zone_named(self.timezone.lower())
 
     def combined_text(self) -> str:
         """Text and body as one bounded string, the classifier's input."""

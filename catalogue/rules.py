@@ -9,6 +9,7 @@ usually wraps the real cause) only wins when no other signature matches.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,7 +19,7 @@ from enum import IntEnum
 from importlib import resources
 from typing import Any, TypeVar
 
-from catalogue.codes import CODES, Confidence, Scope, code_info
+from catalogue.codes import CATALOGUE_VERSION, CODES, Confidence, Scope, code_info
 from catalogue.errors import RecoveryError
 from catalogue.evidence import EvidenceKind
 from catalogue.literals import anchor_words, required_literals
@@ -105,7 +106,13 @@ class Rule:
     kinds: frozenset[EvidenceKind] = frozenset()
     providers: frozenset[str] = frozenset()
     agents: frozenset[str] = frozenset()
+    # Response headers that must be present, each with a pattern its lowercased value must
+    # contain (header names lowercased): structured metadata a status alone cannot carry.
+    headers: tuple[tuple[str, re.Pattern[str]], ...] = ()
     wrapper: bool = False
+    # The evidence this rule matches states that no reset will lift the failure (a quota
+    # of zero, overage without credits): no timing hint is read, whatever the text says.
+    no_reset: bool = False
     priority: int = 100
     # When set, a match counts only if its named group `bounded` is non-empty and at most
     # this many bytes of UTF-8 (a regex counts characters; some signatures bound bytes).
@@ -120,8 +127,8 @@ class Rule:
 _ALLOWED_FIELDS = frozenset(
     {
         "id", "code", "tier", "confidence", "scope", "why", "keys", "match", "require",
-        "unless", "status", "exit_codes", "kinds", "providers", "agents", "wrapper",
-        "priority", "bounded_bytes",
+        "unless", "status", "exit_codes", "kinds", "providers", "agents", "headers", "wrapper",
+        "no_reset", "priority", "bounded_bytes",
     }
 )  # fmt: skip
 
@@ -146,6 +153,24 @@ def _patterns(raw: Mapping[str, Any], name: str, where: str) -> tuple[re.Pattern
         except re.error as exc:
             raise RuleError(f"{where}.{name}: invalid regular expression {text!r}: {exc}") from exc
     return tuple(compiled)
+
+
+def _header_patterns(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    table = raw.get("headers", {})
+    if not isinstance(table, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in table.items()
+    ):
+        raise RuleError(f"{where}.headers: must be a table of header name = pattern strings")
+    out = []
+    for name, text in sorted(table.items()):
+        where_header = f"{where}.headers.{name}"
+        if text != text.lower() and "\\" not in text:
+            raise RuleError(f"{where_header}: patterns match lowercase text, got {text!r}")
+        try:
+            out.append((name.strip().lower(), re.compile(text)))
+        except re.error as exc:
+            raise RuleError(f"{where_header}: invalid regular expression {text!r}: {exc}") from exc
+    return tuple(out)
 
 
 def _statuses(raw: Mapping[str, Any], name: str, where: str) -> frozenset[int]:
@@ -218,7 +243,9 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
         kinds=frozenset(EvidenceKind(k) for k in _strings(raw, "kinds", where)),
         providers=frozenset(p.lower() for p in _strings(raw, "providers", where)),
         agents=frozenset(a.lower() for a in _strings(raw, "agents", where)),
+        headers=_header_patterns(raw, where),
         wrapper=bool(raw.get("wrapper", False)),
+        no_reset=bool(raw.get("no_reset", False)),
         priority=int(raw.get("priority", 100)),
         bounded_bytes=_bounded_bytes(raw, where),
         source=source,
@@ -238,7 +265,12 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
         rule,
         match_anchors=_anchor_union(rule.match_probes),
         filters_identity=bool(
-            rule.kinds or rule.providers or rule.agents or rule.status or rule.exit_codes
+            rule.kinds
+            or rule.providers
+            or rule.agents
+            or rule.status
+            or rule.exit_codes
+            or rule.headers
         ),
     )
 
@@ -306,3 +338,33 @@ def check_unique(rules: Sequence[Rule]) -> None:
 def ordered(rules: Iterable[Rule]) -> list[Rule]:
     """Rules in evaluation order: tier, then priority, then file order (stable)."""
     return sorted(rules, key=lambda r: r.rank)
+
+
+# How many hex digits of the rules' digest a catalogue version carries: enough that two
+# rule sets in one deployment's history never share one by accident.
+VERSION_DIGEST_CHARS = 12
+
+
+def content_version(rules: Iterable[Rule]) -> str:
+    """The catalogue version of a rule set: `catalogue.v1+<digest>`, the digest taken over
+    every field that decides what a rule matches and yields (and why it says it does), in
+    evaluation order. Any rule change changes it; the same rules always give the same one,
+    whichever file or process loaded them."""
+    digest = hashlib.sha256()
+    for rule in ordered(rules):
+        digest.update(_rule_content(rule).encode("utf-8"))
+        digest.update(b"\x00")
+    return f"{CATALOGUE_VERSION}+{digest.hexdigest()[:VERSION_DIGEST_CHARS]}"
+
+
+def _rule_content(rule: Rule) -> str:
+    groups = (rule.match, rule.require, rule.unless)
+    patterns = [tuple(p.pattern for p in group) for group in groups]
+    fields = (
+        rule.id, rule.code, rule.tier.name, rule.confidence.value, rule.scope.value, rule.why,
+        sorted(rule.keys), patterns, sorted(rule.status), sorted(rule.exit_codes),
+        sorted(k.value for k in rule.kinds), sorted(rule.providers), sorted(rule.agents),
+        [(name, p.pattern) for name, p in rule.headers], rule.wrapper, rule.no_reset, rule.priority,
+        rule.bounded_bytes,
+    )  # fmt: skip
+    return repr(fields)

@@ -22,6 +22,7 @@ from typing import Literal
 
 from catalogue._durations import (
     epoch_instant,
+    fixed_offset,
     instants_of,
     read_duration,
     read_full_duration,
@@ -30,8 +31,22 @@ from catalogue._durations import (
     safe_date,
     zone_named,
 )
+from catalogue._structured import (
+    UNIFIED,
+    codex_reset,
+    codex_window_reset,
+    rate_limit_event_reset,
+    unified_out_of_credits,
+    unified_reset,
+)
 
-__all__ = ["MAX_HINT_SECONDS", "TimingHint", "parse_header_timing", "parse_timing"]
+__all__ = [
+    "MAX_HINT_SECONDS",
+    "TimingHint",
+    "headers_deny_reset",
+    "parse_header_timing",
+    "parse_timing",
+]
 
 HintSource = Literal["header", "body", "text", "structured"]
 
@@ -49,8 +64,11 @@ class TimingHint:
 MAX_HINT_SECONDS = 30 * 24 * 3600
 _MAX_HINT = timedelta(seconds=MAX_HINT_SECONDS)
 
-# Gemini RetryInfo, as JSON (quotes possibly escaped once or more) or as protobuf text.
-_RETRY_DELAY_JSON = re.compile(r'\\*"retrydelay\\*"\s*:\s*\\*"(\d{1,12}(?:\.\d{1,12})?)s\\*"')
+# Gemini RetryInfo, as JSON (quotes possibly escaped once or more), as a Python dict repr
+# ({'retryDelay': '47s'}, as google-genai's ClientError prints it) or as protobuf text.
+_RETRY_DELAY_JSON = re.compile(
+    r"""\\*["']retrydelay\\*["']\s*:\s*\\*["'](\d{1,12}(?:\.\d{1,12})?)s\\*["']"""
+)
 _RETRY_DELAY_PROTO = re.compile(
     r"retry_delay\s*\{\s*seconds:\s*(\d{1,12})(?:\s+nanos:\s*(\d{1,9}))?\s*\}"
 )
@@ -59,7 +77,8 @@ _RETRY_DELAY_PROTO = re.compile(
 # countdown) matches none: "retry" must be followed by whitespace. The lookbehind keeps
 # "await" and "preset" out.
 _DELAY_LEAD = re.compile(
-    r"(?<![^\W\d_])(?:try\s+again\s+in|retry\s+(?:in|after)|resets?\s+in|wait(?:\s+for)?)\b"
+    r"(?<![^\W\d_])(?:try\s+again\s+in|retry\s+(?:in|after)|resets?\s+(?:in|after)"
+    r"|wait(?:\s+for)?)\b"
 )
 # A delay followed by an attempt counter ("in 5s (attempt 2/5)") is a client countdown.
 _ATTEMPT_AFTER = re.compile(r"[\s.…·,;:()\[\]-]{0,16}attempt\b")
@@ -78,7 +97,8 @@ _CLOCK = re.compile(
     rf"(?:(?P<mon>{'|'.join(_MONTHS)})[a-z]*\.?\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?"
     r"(?:,?\s+(?P<year>\d{4}))?(?:\s*,\s*|\s+at\s+|\s+))?"
     r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?(?:\s*(?P<ampm>[ap])\.?m\b\.?)?"
-    r"\s*\(\s*(?P<zone>[a-z][a-z0-9_+\-]{0,40}(?:/[a-z0-9_+\-]{1,40}){0,3})\s*\)"
+    r"(?:\s*\(\s*(?P<zone>[a-z][a-z0-9_+\-]{0,40}(?:/[a-z0-9_+\-]{1,40}){0,3})\s*\)"
+    r"|\s+(?P<offset>(?:gmt|utc)(?:\s?[+\-−]\s?\d{1,2}(?::?\d{2})?)?|[pme][sd]t)(?![\w+\-]))?"
 )
 # Reset headers and the name of their remaining-count partner, e.g. x-ratelimit-reset-tokens
 # -> x-ratelimit-remaining-tokens, anthropic-ratelimit-tokens-reset -> ...-tokens-remaining.
@@ -88,21 +108,23 @@ _RESET_HEADER = re.compile(
 )
 
 
-def parse_timing(text: str, now: datetime) -> TimingHint | None:
+def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> TimingHint | None:
     """Timing hint stated in error text (source 'text', or 'structured' for Gemini
-    RetryInfo retryDelay inside JSON). None when there is none, it is unparseable, in the
-    past, or more than 30 days away. Structured beats text; among text hints the first
-    valid one wins."""
+    RetryInfo retryDelay, Claude Code's rate_limit_event and Codex's resets_at). None when
+    there is none, it is unparseable, in the past, or more than 30 days away. Structured
+    beats text; among text hints the first valid one wins. `zone` is the zone of the
+    machine the agent ran on: a clock time naming no zone ("try again at 9:15 AM") is read
+    in it, and dropped without it."""
     t = text.lower()
-    if ("retrydelay" in t or "retry_delay" in t) and (hint := _structured_hint(t)) is not None:
-        return hint
     now = _as_utc(now)
-    # Clock times name a zone in parentheses and ISO instants have colons: without either,
-    # only delays can follow a lead phrase.
-    instants = "(" in t or ":" in t
+    if (hint := _structured_hint(t, now)) is not None:
+        return hint
+    # Clock times name a zone in parentheses (or take the given one) and ISO instants have
+    # colons: without either, only delays can follow a lead phrase.
+    instants = zone is not None or "(" in t or ":" in t or "am" in t or "pm" in t
     first = None
     for start in _lead_starts(t):
-        hint = _delay_at(t, start) or (_instant_at(t, start, now) if instants else None)
+        hint = _delay_at(t, start) or (_instant_at(t, start, now, zone) if instants else None)
         if hint is not None:
             first = (start, hint)
             break
@@ -113,21 +135,49 @@ def parse_timing(text: str, now: datetime) -> TimingHint | None:
     return None if first is None else first[1]
 
 
+def headers_deny_reset(headers: Mapping[str, str]) -> bool:
+    """Whether the headers say no reset will lift this refusal (Anthropic's unified
+    `overage-disabled-reason: out_of_credits` with no exhausted window): then no hint from
+    any source may stand, whatever a Retry-After or the text says."""
+    lowered = {str(name).strip().lower(): value for name, value in headers.items()}
+    return unified_out_of_credits(lowered)
+
+
 def parse_header_timing(headers: Mapping[str, str], now: datetime) -> TimingHint | None:
     """Timing hint from response headers (any name case). Source 'header'. Priority:
-    retry-after-ms, retry-after, then the latest reset among exhausted buckets."""
+    retry-after-ms, retry-after, the latest reset among Anthropic's exhausted unified
+    windows, then the latest reset among exhausted buckets. None when the headers deny a
+    reset (`headers_deny_reset`)."""
     now = _as_utc(now)
     lowered = {str(name).strip().lower(): value for name, value in headers.items()}
+    if unified_out_of_credits(lowered):
+        return None
     millis = lowered.get("retry-after-ms")
     if isinstance(millis, str) and (hint := _retry_after_ms_hint(millis)) is not None:
         return hint
     value = lowered.get("retry-after")
     if isinstance(value, str) and (hint := _retry_after_hint(value, now)) is not None:
         return hint
+    if (window_reset := unified_reset(lowered) or codex_window_reset(lowered, now)) is not None:
+        return _absolute(window_reset, now, "header")
     return _reset_headers_hint(lowered, now)
 
 
-def _structured_hint(t: str) -> TimingHint | None:
+def _structured_hint(t: str, now: datetime) -> TimingHint | None:
+    if ("retrydelay" in t or "retry_delay" in t) and (hint := _retry_delay_hint(t)) is not None:
+        return hint
+    if "rate_limit_event" in t and (at := rate_limit_event_reset(t)) is not None:
+        return _absolute(at, now, "structured")
+    if "resets_" in t:
+        reset_at, delay = codex_reset(t)
+        hint = None if reset_at is None else _absolute(reset_at, now, "structured")
+        if hint is None and delay is not None:
+            hint = _relative(delay, "structured")
+        return hint
+    return None
+
+
+def _retry_delay_hint(t: str) -> TimingHint | None:
     for match in _RETRY_DELAY_JSON.finditer(t):
         if (hint := _relative(float(match.group(1)), "structured")) is not None:
             return hint
@@ -147,12 +197,12 @@ def _delay_at(t: str, start: int) -> TimingHint | None:
     return _relative(parsed[0], "text")
 
 
-def _instant_at(t: str, start: int, now: datetime) -> TimingHint | None:
+def _instant_at(t: str, start: int, now: datetime, zone: tzinfo | None) -> TimingHint | None:
     if (lead := _INSTANT_LEAD.match(t, start)) is None:
         return None
     at = read_rfc3339(t, lead.end())
     if at is None and (clock := _CLOCK.match(t, lead.end())) is not None:
-        at = _clock_instant(clock, now)
+        at = _clock_instant(clock, now, zone)
     return None if at is None else _absolute(at, now, "text")
 
 
@@ -176,10 +226,18 @@ def _epoch_hint(t: str, now: datetime) -> tuple[int, TimingHint] | None:
     return None
 
 
-def _clock_instant(clock: re.Match[str], now: datetime) -> datetime | None:
+def _clock_instant(
+    clock: re.Match[str], now: datetime, default_zone: tzinfo | None
+) -> datetime | None:
     """The next instant strictly after `now` showing this wall-clock time (and date, when
-    given) in the named zone; DST gaps and folds are zoneinfo's."""
-    zone = zone_named(clock["zone"])
+    given) in the named zone, else in `default_zone`; DST gaps and folds are zoneinfo's.
+    A named zone that is not a zone drops the hint (it never falls back)."""
+    if clock["zone"] is not None:
+        zone = zone_named(clock["zone"])
+    elif clock["offset"] is not None:
+        zone = fixed_offset(clock["offset"])
+    else:
+        zone = default_zone
     hour, minute, ampm = int(clock["hour"]), int(clock["minute"] or 0), clock["ampm"]
     if zone is None or (ampm is None and clock["minute"] is None):
         return None  # a bare number is not a clock time
@@ -237,8 +295,8 @@ def _reset_headers_hint(lowered: Mapping[str, object], now: datetime) -> TimingH
     best: tuple[datetime, TimingHint] | None = None
     for name, value in lowered.items():
         match = _RESET_HEADER.fullmatch(name)
-        if match is None or not isinstance(value, str):
-            continue
+        if match is None or not isinstance(value, str) or name.startswith(UNIFIED):
+            continue  # unified windows have a status, not a remaining count: read above
         if match["anthropic"]:
             remaining = lowered.get(f"{match['anthropic']}-remaining")
         else:

@@ -22,6 +22,7 @@ from policy.document import (
 from policy.durations import format_duration
 from policy.errors import FieldError, PolicyError
 from policy.evaluate import (
+    MANUAL_RECOVERY_CODES,
     REQUEST_SCOPE_CODES,
     SAME_CANDIDATE_ONLY_CODES,
     evaluate,
@@ -30,7 +31,15 @@ from policy.evaluate import (
     stop_for_invalid_policy,
 )
 from policy.failure import Failure
-from policy.gate import EffectSafety, ResumableRetry, TurnEvidence, assess_turn
+from policy.gate import (
+    LAUNCH_PHASE,
+    LAUNCH_SAFE_CODES,
+    EffectSafety,
+    ResumableRetry,
+    TurnEvidence,
+    assess_turn,
+    launch_safety,
+)
 from policy.legacy import LegacyAction, class_policy_for, normalize_policy
 from policy.lint import LintWarning, lint_profile, worst_case_seconds
 from policy.preview import ClassPreview, describe_class_policy, preview_lines, preview_profile
@@ -52,6 +61,9 @@ __all__ = [
     "BUILTIN_POLICIES",
     "DOCUMENT_LIMITS",
     "INTERACTIVE_POLICY",
+    "LAUNCH_PHASE",
+    "LAUNCH_SAFE_CODES",
+    "MANUAL_RECOVERY_CODES",
     "MAX_INITIAL_INTERVAL_SECONDS",
     "MAX_RETRIES",
     "MAX_RETRY_DELAY_SECONDS",
@@ -91,6 +103,7 @@ __all__ = [
     "evaluate",
     "evaluate_in_cycle",
     "format_duration",
+    "launch_safety",
     "lint_profile",
     "next_retry_delay",
     "normalize_policy",

@@ -4,8 +4,11 @@ Order (docs/DESIGN.md §2, the seed's Per-class policy): refuse stale, unclassif
 low-confidence, unknown or conflicting, class-`none` and effect-unsafe failures (Stop);
 then a reset wait if enabled, unused for this candidate and class in the cycle, and the
 trusted reset is in the future and no later than `max_wait_seconds`; then a retry while the
-budget lasts; then `on_exhausted`. Request-scope hard codes (context_length_exceeded,
-content_policy) go straight to `on_exhausted`: repeating the request cannot help.
+budget lasts; then `on_exhausted`. Request-scope hard codes go straight to `on_exhausted`:
+repeating the request cannot help, and a larger context window elsewhere may
+(context_length_exceeded). A safety refusal (content_policy) is never routed around: it
+stops for manual recovery whatever the policy says, as the provider's reason (kept in the
+classification's safe excerpt) is for a person to read.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ REQUEST_SCOPE_CODES: Final = frozenset(
 # Evidence about the agent's own transport: it may repeat the turn on the same candidate,
 # but never authorises handing the prompt to another one.
 SAME_CANDIDATE_ONLY_CODES: Final = frozenset({"agent_transport_lost"})
+# A provider's safety refusal: neither retried nor handed to another candidate (which
+# would route around the refusal); the route stops for a person.
+MANUAL_RECOVERY_CODES: Final = frozenset({"content_policy"})
 
 
 def evaluate(
@@ -58,9 +64,8 @@ def evaluate(
         return Stop(reason=refusal)
     section = document.for_class(failure.error_class)
     label = f"{failure.code} ({failure.error_class.value})"
-    if failure.code in REQUEST_SCOPE_CODES:
-        why = f"{label}: repeating the same request cannot help"
-        return _exhausted(section, failure, safety, why)
+    if (request_scope := _request_scope_decision(section, failure, safety, label)) is not None:
+        return request_scope
     if not safety.same_candidate:
         return _exhausted(section, failure, safety, f"{label}: {safety.reason}")
     wait, note = _reset_wait(section.wait_for_reset, failure, now, reset_wait_used, limits)
@@ -80,6 +85,21 @@ def evaluate(
         )
     used = f"all {retry.max_retries} retries used" if retry.enabled else "retrying is disabled"
     return _exhausted(section, failure, safety, f"{label}: {used}{_also(note)}")
+
+
+def _request_scope_decision(
+    section: ClassPolicy, failure: Failure, safety: EffectSafety, label: str
+) -> Decision | None:
+    """What a request-scope hard code decides before any retry or wait, else None."""
+    if failure.code in MANUAL_RECOVERY_CODES:
+        return Stop(
+            reason=f"{label}: the provider's safety system refused this request; a refusal is "
+            "never retried or routed to another candidate, so stop for manual recovery"
+        )
+    if failure.code in REQUEST_SCOPE_CODES:
+        why = f"{label}: repeating the same request cannot help"
+        return _exhausted(section, failure, safety, why)
+    return None
 
 
 def refusal_reason(failure: Failure, safety: EffectSafety) -> str | None:

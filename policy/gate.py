@@ -5,15 +5,26 @@ assistant output and no tool activity is safe; anything not recorded counts as u
 A provider's guarantee of a resumable retry for the same native session and generation
 covers output, thoughts and ambiguous delivery, but only for the same candidate, and never
 tool activity or a partial utility result. Profile settings cannot reach this gate.
+
+The lifecycle phase the failure was observed in matters for transport losses: during
+launch (before the prompt was delivered) nothing can have happened, so the launch is
+safe to repeat (`launch_safety`); during a turn the turn's own evidence decides.
 """
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Final, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+# Evidence.phase of a failure observed while the agent was being launched, before the
+# prompt was delivered (starting the process, ACP initialize, session/new).
+LAUNCH_PHASE: Final = "launch"
+# Failures that say the transport to the agent or provider was lost: the only ones a
+# launch phase makes safe to repeat (a provider's answer means the request got through).
+LAUNCH_SAFE_CODES: Final = frozenset({"network_unavailable", "agent_transport_lost"})
 
 
 class ResumableRetry(BaseModel):
@@ -182,3 +193,16 @@ def _first_problem(checks: list[Check]) -> str | None:
         if observed:
             return seen
     return None
+
+
+def launch_safety(phase: str | None, code: str) -> EffectSafety | None:
+    """The verdict for a transport loss during launch, or None when the phase or code does
+    not make one (the turn's evidence then decides, `assess_turn`). Launch-safe: the prompt
+    was never delivered, so neither repeating it nor handing it on can duplicate work."""
+    if phase is None or phase.strip().lower() != LAUNCH_PHASE or code not in LAUNCH_SAFE_CODES:
+        return None
+    return EffectSafety(
+        same_candidate=True,
+        other_candidate=True,
+        reason=f"{code} during launch, before the prompt was delivered: launch-safe",
+    )

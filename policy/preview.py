@@ -9,7 +9,7 @@ from typing import Any
 from catalogue.codes import ErrorClass
 from policy.document import POLICY_CLASSES, Candidate, ClassPolicy, DynamicProfile, Outcome
 from policy.durations import format_duration
-from policy.evaluate import REQUEST_SCOPE_CODES
+from policy.evaluate import MANUAL_RECOVERY_CODES, REQUEST_SCOPE_CODES
 from policy.schedule import retry_delays
 
 
@@ -91,8 +91,11 @@ def describe_class_policy(
         return f"no retry and no wait: {outcome}"
     text = "; ".join(steps) + f"; then {outcome}"
     if error_class is ErrorClass.HARD:
-        codes = " and ".join(sorted(REQUEST_SCOPE_CODES))
-        text += f"; {codes} go straight to that outcome"
+        codes = " and ".join(sorted(REQUEST_SCOPE_CODES - MANUAL_RECOVERY_CODES))
+        manual = " and ".join(sorted(MANUAL_RECOVERY_CODES))
+        verb = "goes" if len(REQUEST_SCOPE_CODES - MANUAL_RECOVERY_CODES) == 1 else "go"
+        text += f"; {codes} {verb} straight to that outcome"
+        text += f"; {manual} always stops for manual recovery"
     return text
 
 

@@ -45,6 +45,7 @@ from policy import (
     assess_turn,
     evaluate,
     evaluate_in_cycle,
+    launch_safety,
     stop_for_invalid_policy,
     utc_iso,
 )
@@ -112,7 +113,10 @@ def judge_failure(
     snapshot: RouteSnapshot, report: ReportFailure, context: RouteContext
 ) -> Judgement:
     classification = classification_of(report, context)
-    safety = effect_safety(report, context)
+    # A transport loss during launch is launch-safe; otherwise the turn's evidence decides.
+    safety = launch_safety(classification.phase, classification.code) or effect_safety(
+        report, context
+    )
     usage = snapshot.cycle.to_usage()
     try:
         profile = profile_from_json(snapshot.route_id, snapshot.profile)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
 
 from catalogue import default_catalogue
 from catalogue.corpus import (
@@ -13,6 +16,7 @@ from catalogue.corpus import (
     is_right,
     score_rows,
 )
+from catalogue.corpus_timing import ServerHint, reference_time, score_timing, server_hint
 
 CORPUS = dev_corpus()
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -55,3 +59,72 @@ def test_rows_become_evidence_as_the_contract_says() -> None:
     assert (evidence.body, evidence.http_status, evidence.header("x-a")) == ("t", 429, "1")
     stderr = evidence_from_row({**row, "kind": "cli_stderr", "provider": "none"})
     assert (stderr.text, stderr.http_status, stderr.provider) == ("t", None, None)
+
+
+# -- the blind sets and the timing hints (issue 16) -----------------------------------------
+
+BLIND_SETS = ("bench/data/real_errors.holdout.jsonl", "bench/data/real_errors.blind2.jsonl")
+
+
+def _rows_of(path: str) -> list[dict[str, object]]:
+    text = (Path(__file__).resolve().parents[2] / path).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line]
+
+
+def test_the_development_corpus_is_all_right_with_every_server_hint_read() -> None:
+    catalogue = default_catalogue()
+    rows = _rows()
+    score = score_rows(rows, lambda e: catalogue.classify(e, NOW))
+    assert score.accuracy == 1.0, score.wrong
+    timing = score_timing(rows, catalogue.classify)
+    assert (timing.read, timing.invented) == (timing.expected, []), timing
+
+
+@pytest.mark.parametrize("path", BLIND_SETS)
+def test_blind_sets_are_at_least_95_percent_right_and_never_auto_recover_falsely(
+    path: str,
+) -> None:
+    catalogue = default_catalogue()
+    rows = _rows_of(path)
+    score = score_rows(rows, lambda e: catalogue.classify(e, NOW))
+    assert score.accuracy >= 0.95, score.wrong
+    assert score.false_auto_recoveries == []
+    timing = score_timing(rows, catalogue.classify)
+    assert timing.read_fraction >= 0.95, timing.missed
+    assert timing.invented == []
+
+
+def test_a_server_hint_is_what_the_label_places_in_time() -> None:
+    assert server_hint({"timing": {"seconds": 26, "source": "RetryInfo.retryDelay"}}) == (
+        ServerHint(seconds=26.0)
+    )
+    assert server_hint({"timing": {"epoch": 1748268000, "source": "reset_at"}}) == (
+        ServerHint(epoch=1748268000.0)
+    )
+    paris = server_hint({"timing": {"absolute": "5:20am", "timezone": "America/Denver"}})
+    assert paris is not None
+    assert paris.wall_clock is not None
+    assert paris.wall_clock[:2] == (5, 20)
+    for no_hint in (
+        {"timing": {"seconds": 8, "source": "client_backoff"}},
+        {"timing": {"absolute": "9pm", "timezone": None}},
+        {"timing": {"absolute": "Oct 24", "timezone": None}},
+        {"timing": None},
+    ):
+        assert server_hint(no_hint) is None
+
+
+def test_a_hint_on_a_row_without_a_server_hint_is_invented() -> None:
+    row = {
+        "id": "countdown", "kind": "cli_stderr", "tool": "claude-code", "provider": "anthropic",
+        "text": "API Error (529 overloaded_error) · Retrying in 8 seconds… (attempt 5/10) · "
+        "Please retry after 30 seconds.",
+        "timing": {"seconds": 8, "source": "client_backoff"},
+    }  # fmt: skip
+    timing = score_timing([row], default_catalogue().classify)
+    assert (timing.expected, timing.invented) == (0, ["countdown"])
+
+
+def test_an_epoch_row_is_scored_an_hour_before_its_reset() -> None:
+    row = {"timing": {"epoch": 1748268000, "source": "reset_at"}}
+    assert reference_time(row) == datetime(2025, 5, 26, 13, 0, tzinfo=UTC)

@@ -8,6 +8,7 @@ import pytest
 
 from catalogue import CODES, NON_PROVIDER_CODES, Evidence, EvidenceKind, classify
 from policy import (
+    MANUAL_RECOVERY_CODES,
     REQUEST_SCOPE_CODES,
     CycleUsage,
     Decision,
@@ -346,7 +347,7 @@ def test_deadlines_are_utc_whatever_the_zone_of_now() -> None:
 # -- request-scope codes and agent_transport_lost -----------------------------------------------
 
 
-@pytest.mark.parametrize("code", sorted(REQUEST_SCOPE_CODES))
+@pytest.mark.parametrize("code", sorted(REQUEST_SCOPE_CODES - MANUAL_RECOVERY_CODES))
 @pytest.mark.parametrize(("outcome", "final"), [("skip", Skip), ("stop", Stop)])
 def test_request_scope_codes_go_straight_to_the_exhausted_outcome(
     code: str, outcome: str, final: type[Decision]

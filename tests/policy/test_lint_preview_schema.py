@@ -139,8 +139,8 @@ def test_preview_of_a_hard_policy_names_the_codes_that_skip_its_steps() -> None:
     value = profile(candidate("a", hard=class_policy(retries=1, interval=5, outcome="stop")))
     (_, hard) = preview_profile(value)
     assert hard.summary == (
-        "retry 1× after 5 s (at +5 s); then stop for manual recovery; content_policy and "
-        "context_length_exceeded go straight to that outcome"
+        "retry 1× after 5 s (at +5 s); then stop for manual recovery; context_length_exceeded "
+        "goes straight to that outcome; content_policy always stops for manual recovery"
     )
 
 

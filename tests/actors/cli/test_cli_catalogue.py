@@ -12,6 +12,7 @@ import pytest
 
 from actors.cli.catalogue import write_classifications
 from actors.cli.main import main
+from catalogue import default_catalogue
 
 CONTRACT_FIELDS = {
     "code", "error_class", "confidence", "rule", "catalogue_version", "scope",
@@ -35,7 +36,7 @@ def test_classify_writes_one_classification_per_line_in_order() -> None:
     assert [r["code"] for r in results] == ["provider_overloaded", "model_capacity"]
     for result in results:
         assert result.keys() >= CONTRACT_FIELDS
-        assert result["catalogue_version"] == "catalogue.v1"
+        assert result["catalogue_version"] == default_catalogue().version
 
 
 def test_classify_skips_blank_lines_and_reports_bad_ones_then_goes_on() -> None:

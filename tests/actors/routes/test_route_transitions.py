@@ -20,7 +20,7 @@ from actors.routes.commands import (
 from actors.routes.models import CallerContext, RouteSnapshot
 from actors.routes.plan import plan
 from actors.routes.profiles import ConcreteProfile, RouteProfile
-from catalogue import Evidence
+from catalogue import Evidence, default_catalogue
 from tests.actors.route_builders import T0, in_seconds
 from tests.actors.route_drivers import R, fail, fire, started
 from tests.actors.route_scenarios import (
@@ -86,7 +86,7 @@ def test_a_retry_decision_is_one_fenced_transition_with_everything_it_was_based_
     assert (route.code, route.error_class, route.rule) == (
         "provider_overloaded", "transient", "anthropic.body.overloaded_error.v1"
     )  # fmt: skip
-    assert route.catalogue_version == "catalogue.v1"
+    assert route.catalogue_version == default_catalogue().version
     claude = seed_profile().candidates[0]
     assert route.policy_snapshot == claude.policy.model_dump(mode="json")
     assert route.cycle.to_usage().retries == {("claude", "transient"): 1}
