@@ -60,7 +60,8 @@ async def report(route: RouteHandle, generation: int) -> str:
 
 def reports_per_route(connection: redis.Redis, keys: KeySpace) -> Counter[str]:
     made: Counter[str] = Counter()
-    for _id, fields in connection.xrange(keys.events):
+    events: list[tuple[bytes, dict[bytes, bytes]]] = connection.xrange(keys.events)  # type: ignore[assignment]  # a bytes client
+    for _id, fields in events:
         if fields.get(b"cause") == b"report_failure":
             made[fields[b"route_id"].decode()] += 1
     return made
