@@ -228,6 +228,7 @@ class BatchRunner:
             lost = await self._apply(planned, outcomes, items)
             await self._replan(lost, items, snapshots, outcomes, context)
             await self._answer_replays(items, outcomes)
+            await self._record_unchanged(items, snapshots, outcomes)
             await self._complete_switches(outcomes)
             await self._settle_timers(items, outcomes)
             releases: list[Release] = []
@@ -330,6 +331,32 @@ class BatchRunner:
                 continue  # the rejection stands: nothing was written
             if first is not None:
                 outcomes[index] = first
+
+    async def _record_unchanged(
+        self,
+        items: Sequence[tuple[str, RouteCommand]],
+        snapshots: Sequence[RouteSnapshot],
+        outcomes: list[Outcome],
+    ) -> None:
+        """A request that had nothing to do is recorded too, with the route as it found
+        it: sent again later, when it might have something to do, it answers that."""
+        unchanged = [
+            (index, RequestRecord(request_id))
+            for index, ((_, command), outcome) in enumerate(zip(items, outcomes, strict=True))
+            if outcome is snapshots[index] and (request_id := request_id_of(command)) is not None
+        ]
+        if not unchanged:
+            return
+        try:
+            first = await self.store.record_unchanged(
+                [(request, snapshots[index]) for index, request in unchanged]
+            )
+        except StoreUnavailableError as error:
+            for index, _ in unchanged:
+                outcomes[index] = error  # nothing changed, but its answer is not durable
+            return
+        for (index, _), answer in zip(unchanged, first, strict=True):
+            outcomes[index] = answer
 
     async def _complete_switches(self, outcomes: list[Outcome]) -> None:
         """The skips are durable; those routes now run on their next candidate."""

@@ -205,6 +205,18 @@ class RequestRecord:
     keep_for_s: int = DEFAULT_REQUESTS_TTL_S
 
 
+def outcome_record(snapshot: RouteSnapshot) -> str:
+    """What transition.lua keeps of a request's outcome, for a request that changed
+    nothing (a no-op answers the route as it was; a replay must answer that again)."""
+    texts = _route_texts(snapshot)
+    flat = ["route_id", snapshot.route_id]
+    for name in _ROUTE_FIELDS:
+        flat += (name, texts[name])
+    if snapshot.updated_at is not None:
+        flat += ("updated_at", utc_iso(snapshot.updated_at))
+    return _dumps([snapshot.generation, flat])
+
+
 def replayed_snapshot(route_id: str, first: str) -> RouteSnapshot:
     """The snapshot a request's first outcome wrote (what transition.lua kept of it)."""
     try:

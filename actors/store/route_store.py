@@ -39,6 +39,7 @@ from actors.store.route_codec import (
     decode_event,
     decode_route,
     decode_schedule,
+    outcome_record,
     replayed_snapshot,
     transition_request,
     transition_result,
@@ -95,6 +96,7 @@ class RouteStore(OwnsItsClient):
         self._clock = clock
         self._owns_client = owns_client
         self._source = script("transition").source
+        self._record_request = client.register_script(script("record_request").source)
         self._sha = hashlib.sha1(self._source.encode(), usedforsecurity=False).hexdigest()
         self._script_loaded = False  # loaded once up front; NOSCRIPT reloads after a flush
 
@@ -281,6 +283,32 @@ class RouteStore(OwnsItsClient):
             return transition_result(transition, _reply(reply), at)
         except StoreUnavailableError as error:
             return error
+
+    async def record_unchanged(
+        self, requests: Sequence[tuple[RequestRecord, RouteSnapshot]]
+    ) -> list[RouteSnapshot]:
+        """Record requests that changed nothing (no-ops) with the route as they found it,
+        as one pipeline; for each, the outcome its id has now (an earlier one, if the
+        request is a replay). Raises StoreUnavailableError."""
+        if not requests:
+            return []
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for request, snapshot in requests:
+                    route_id = snapshot.route_id
+                    await self._record_request(
+                        keys=[self.keys.requests(route_id), self.keys.request_order(route_id)],
+                        args=[request.request_id, outcome_record(snapshot), request.keep,
+                              request.keep_for_s],
+                        client=pipe,
+                    )  # fmt: skip
+                replies = await pipe.execute()
+        except RedisError as error:
+            raise _unavailable("record requests", error) from error
+        return [
+            replayed_snapshot(snapshot.route_id, _text(reply))
+            for (_, snapshot), reply in zip(requests, replies, strict=True)
+        ]
 
     async def first_outcome(self, route_id: str, request_id: str) -> RouteSnapshot | None:
         """The snapshot request `request_id` first wrote on the route, while the route
