@@ -134,14 +134,19 @@ def retrying_utility_route(redis_url: str, settings: EngineSettings, route_id: s
     asyncio.run(scenario())
 
 
+def retrying_on_configured_queue(redis_url: str, settings: EngineSettings, route_id: str) -> Rig:
+    """A retrying utility route, and the rig of the installation's own dispatch queue."""
+    connection = redis.Redis.from_url(redis_url)
+    rig = Rig(connection, dispatch_queue(connection, str(settings.queue_name)), settings.keys)
+    retrying_utility_route(redis_url, settings, route_id)
+    return rig
+
+
 def test_a_dispatch_job_and_a_backstop_job_write_with_every_setting(
     redis_url: str, settings: EngineSettings
 ) -> None:
-    connection = redis.Redis.from_url(redis_url)
-    keys = settings.keys
-    queue = dispatch_queue(connection, str(settings.queue_name))
-    rig = Rig(connection, queue, keys)
-    retrying_utility_route(redis_url, settings, "u-job")
+    rig = retrying_on_configured_queue(redis_url, settings, "u-job")
+    connection, queue, keys = rig.connection, rig.queue, rig.keys
 
     # The dispatch job: nothing sent, so the attempt goes back to the policy (a new wait).
     now = SystemClock().now()
@@ -190,11 +195,8 @@ def open_circuits(connection: redis.Redis, keys: KeySpace, at: datetime) -> list
 def test_jobs_park_on_and_probe_circuits_of_the_configured_key_backoff_and_probe_ttl(
     redis_url: str, settings: EngineSettings
 ) -> None:
-    connection = redis.Redis.from_url(redis_url)
-    keys = settings.keys
-    queue = dispatch_queue(connection, str(settings.queue_name))
-    rig = Rig(connection, queue, keys)
-    retrying_utility_route(redis_url, settings, "u-circuit")
+    rig = retrying_on_configured_queue(redis_url, settings, "u-circuit")
+    connection, queue, keys = rig.connection, rig.queue, rig.keys
     began = SystemClock().now()
     [circuit] = open_circuits(connection, keys, began)
     backoff = settings.circuit_settings.initial_backoff_s
