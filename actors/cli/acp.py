@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from actors.cli.jsonlines import line_error
+from actors.cli.jsonlines import LineRefusedError, input_lines, line_error, parse_line
 from catalogue.acp import AcpReplay, event_json
 from catalogue.acp.replay import ReplayError
 
@@ -44,16 +44,11 @@ def replay_lines(source: IO[str], sink: IO[str], agent: str, now: datetime) -> N
         sink.write(json.dumps(data, ensure_ascii=False) + "\n")
         sink.flush()
 
-    for number, line in enumerate(source, 1):
-        if not line.strip():
-            continue
+    for number, line in input_lines(source):
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            write(line_error(number, f"not valid JSON: {exc.msg} at column {exc.colno}", None))
-            continue
-        if not isinstance(data, dict):
-            write(line_error(number, f"expected a JSON object, got {type(data).__name__}", None))
+            data = parse_line(line, number)
+        except LineRefusedError as refused:
+            write(refused.answer)
             continue
         try:
             events = replay.feed(data, now)
