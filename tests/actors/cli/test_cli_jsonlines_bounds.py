@@ -39,15 +39,15 @@ class HugeLine(io.StringIO):
         self.left = size
         self.after = io.StringIO(after)
 
-    def readline(self, size: int | None = -1, /) -> str:
+    def readline(self, size: int = -1, /) -> str:  # type: ignore[override]  # typeshed's StringIO also inherits _IOBase's bytes readline
         if self.left > 0:
-            take = self.left if size is None or size < 0 else min(size, self.left)
+            take = self.left if size < 0 else min(size, self.left)
             self.left -= take
-            return "x" * take + ("\n" if self.left == 0 and take < (size or 0) else "")
+            return "x" * take
         if self.left == 0:
             self.left = -1
             return "\n"
-        return self.after.readline(-1 if size is None else size)
+        return self.after.readline(size)
 
 
 def answers(command: Command, source: IO[str]) -> list[dict[str, object]]:
