@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from actors.engine.config import ConfigError, RuntimeConfig, load_config
     from actors.errors import (
         CorruptProfileError,
+        InvalidCommandError,
         InvalidIdentifierError,
         InvalidRouteIdError,
         InvalidStateError,
@@ -86,6 +87,7 @@ _EXPORTS: Final[dict[str, str]] = {
     "CorruptProfileError": "actors.errors",
     "InvalidIdentifierError": "actors.errors",
     "InvalidRouteIdError": "actors.errors",
+    "InvalidCommandError": "actors.errors",
     "InstallationMismatchError": "actors.hosting.installation",
     "NoInstallationError": "actors.store.installation",
     "CorruptInstallationError": "actors.store.installation",
@@ -121,6 +123,7 @@ __all__ = [  # noqa: RUF022 - grouped by what an orchestrator reaches for first
     "CorruptProfileError",
     "InvalidIdentifierError",
     "InvalidRouteIdError",
+    "InvalidCommandError",
     "InstallationMismatchError",
     "NoInstallationError",
     "CorruptInstallationError",

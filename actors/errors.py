@@ -58,6 +58,22 @@ class InvalidIdentifierError(RecoveryError):
         return (type(self), (self.kind, self.value, self.pattern))
 
 
+class InvalidCommandError(RecoveryError):
+    """A command argument of the wrong type or shape (e.g. a generation given as `True`
+    or `1.0`, a report without evidence): refused before anything is read or written."""
+
+    def __init__(self, field: str, value: object, expected: str) -> None:
+        self.field = field
+        self.value = value
+        self.expected = expected
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:79] + "…"
+        super().__init__(f"{field}: must be {expected}, got {shown}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.field, self.value, self.expected))
+
+
 class InvalidRouteIdError(InvalidIdentifierError):
     """A route id outside `[A-Za-z0-9._-]{1,128}` (no key injection)."""
 

@@ -20,6 +20,7 @@ MAX_RETRIES: Final = 10
 MAX_INITIAL_INTERVAL_SECONDS: Final = 3600
 MAX_WAIT_SECONDS: Final = 7 * 24 * 3600
 MAX_CANDIDATE_ID_CHARS: Final = 128
+MAX_CANDIDATES: Final = 32  # a profile is a fallback order, not a catalogue
 
 # The two classes a policy configures; `none` and `unclassified` always stop.
 POLICY_CLASSES: Final = (ErrorClass.TRANSIENT, ErrorClass.HARD)
@@ -222,7 +223,7 @@ class DynamicProfile(BaseModel):
 
     version: Literal[1] = POLICY_VERSION
     name: str | None = None
-    candidates: tuple[Candidate, ...] = Field(min_length=1)
+    candidates: tuple[Candidate, ...] = Field(min_length=1, max_length=MAX_CANDIDATES)
 
     _version_is_an_integer = field_validator("version", mode="before")(_exact_version)
 

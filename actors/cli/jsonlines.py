@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Final
 
+from actors.errors import RecoveryError
 from catalogue.sanitize import sanitize
 from policy.errors import FieldError
 
@@ -103,12 +104,15 @@ def parse_line(line: str | LineTooLong, number: int) -> dict[str, Any]:
     return data
 
 
-class LineRefusedError(ValueError):
+class LineRefusedError(RecoveryError, ValueError):
     """An input line that cannot be read; `answer` is what is printed for it."""
 
     def __init__(self, answer: dict[str, Any]) -> None:
         self.answer = answer
         super().__init__(answer["error"])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.answer,))
 
 
 def answer_line(line: str | LineTooLong, number: int, handle: LineHandler) -> dict[str, Any]:

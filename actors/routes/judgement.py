@@ -23,14 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from actors.errors import CorruptProfileError, StaleOrdinalError
+from actors.errors import CorruptProfileError, InvalidCommandError, StaleOrdinalError
 from actors.routes.commands import ReportFailure, RouteContext
 from actors.routes.eligibility import decision_horizon
 from actors.routes.models import CycleRecord, RouteSnapshot, Transition
 from actors.routes.parking import parked_changes
 from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
 from actors.routes.steps import REPORTABLE, clip, require, skip_step, step, updated
-from catalogue import Classification, classify, sanitize
+from catalogue import Classification, Evidence, classify, sanitize
 from catalogue.boundary import revalidated
 from policy import (
     CycleUsage,
@@ -183,6 +183,10 @@ def failure_transition(
     `count_failure` the failure is not counted on its circuit (it was, when it was first
     reported: a re-evaluation)."""
     require(snapshot, report.expected_generation, REPORTABLE)
+    if not isinstance(report.evidence, Evidence | Classification):
+        raise InvalidCommandError("evidence", report.evidence, "an Evidence or a Classification")
+    if report.attempt is not None and (type(report.attempt) is not int or report.attempt < 0):
+        raise InvalidCommandError("attempt", report.attempt, "an integer >= 0 or None")
     if report.attempt is not None and report.attempt != snapshot.attempt_ordinal:
         raise StaleOrdinalError(
             snapshot.route_id, report.attempt, snapshot.attempt_ordinal, snapshot.generation,

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, Final
 
-from actors.errors import InvalidStateError, StaleGenerationError
+from actors.errors import InvalidCommandError, InvalidStateError, StaleGenerationError
 from actors.routes.circuit_board import REASON_PARKED
 from actors.routes.commands import RouteContext
 from actors.routes.eligibility import AllBlocked, Choice, choose_skip
@@ -56,7 +56,10 @@ _ROUTE_FIELDS: Final = tuple(RouteFields.model_fields)
 
 def require(snapshot: RouteSnapshot, expected_generation: int, allowed: Iterable[str]) -> None:
     """Raise the typed rejection unless the route is at `expected_generation` and in one
-    of `allowed` (checked in that order, as the store checks them)."""
+    of `allowed` (checked in that order, as the store checks them). A generation that is
+    not an int (`True`, `1.0`, "1") is refused as InvalidCommandError."""
+    if type(expected_generation) is not int or expected_generation < 0:
+        raise InvalidCommandError("expected_generation", expected_generation, "an integer >= 0")
     allowed = frozenset(allowed)
     if snapshot.generation != expected_generation:
         raise StaleGenerationError(

@@ -9,6 +9,7 @@ import pickle
 import pytest
 
 from actors.cli.common import CliError
+from actors.cli.jsonlines import LineRefusedError
 from actors.demo.errors import DemoError
 from actors.engine.config import ConfigError
 from actors.errors import (
@@ -17,6 +18,7 @@ from actors.errors import (
     CorruptCircuitError,
     CorruptProfileError,
     InvalidCircuitInputError,
+    InvalidCommandError,
     InvalidIdentifierError,
     InvalidRouteIdError,
     InvalidStateError,
@@ -67,6 +69,8 @@ SAMPLES: list[RecoveryError] = [
     ScriptError("transition: names a key literally; pass every key in KEYS"),
     CorruptInstallationError("recovery:installation", "host_names: Field required"),
     NoInstallationError("no installation is recorded under prefix 'recovery'"),
+    InvalidCommandError("expected_generation", True, "an integer >= 0"),
+    LineRefusedError({"line": 3, "error": "nested deeper than 64 levels", "field": None}),
     InstallationMismatchError("recovery", "hosts", 3, 2),
 ]
 
