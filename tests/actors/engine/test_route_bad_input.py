@@ -5,6 +5,7 @@ on fakeredis (unit tier) and on the session's real Redis (integration tier)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -38,12 +39,13 @@ def test_a_generation_that_is_not_an_integer_is_refused_naming_it(
             profile(candidate("claude", transient=retries(2, 1, Outcome.STOP)))
         )
         before = await raw_state(client, service.store.keys, ROUTE)
-        for call in (
+        calls: list[Callable[[], Awaitable[object]]] = [
             lambda: service.stop(ROUTE, generation),
             lambda: service.report_failure(
                 ROUTE, generation, overloaded(), safe_turn(), caller="kanban", invocation_id="i"
             ),
-        ):
+        ]
+        for call in calls:
             with pytest.raises(InvalidCommandError) as refused:
                 await call()
             assert refused.value.field == "expected_generation"
