@@ -30,6 +30,7 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
@@ -67,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config, os.environ, flags=flags)
     except ConfigError as error:
         return _problem(error_text(error))
+    if config.redis_url is None:
+        problem = data_dir_problem(config.data_dir.expanduser())
+        if problem is not None:
+            return _problem(problem)
     if config.redis_url is not None:
         try:
             check_redis(config.redis_url)
@@ -87,6 +92,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"recovery up: failed: {failure}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def data_dir_problem(folder: Path) -> str | None:
+    """Why the embedded Redis could not keep its data in `folder` (None: it can), found
+    before anything starts."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return f"data_dir {str(folder)!r}: cannot create it: {error.strerror or error}"
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return f"data_dir {str(folder)!r}: not a folder this user can write"
+    return None
 
 
 def check_redis(url: str) -> None:

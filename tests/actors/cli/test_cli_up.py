@@ -292,3 +292,15 @@ def test_up_with_an_unreachable_redis_exits_2_before_starting_anything(
     captured = capsys.readouterr()
     assert captured.err.startswith(f"recovery up: cannot reach Redis at {nowhere}: ")
     assert captured.out == ""
+
+
+def test_up_with_a_data_dir_it_cannot_use_exits_2_before_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    assert main(["up", "--data-dir", str(blocked / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"recovery up: data_dir {str(blocked / 'data')!r}: cannot create it")
+    assert err.count("\n") == 1

@@ -3,12 +3,15 @@ with Lua, and how a process's settings are compared with the installation's."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import fakeredis
 import pytest
+import ray
 
 from actors.engine.settings import EngineSettings
+from actors.errors import StoreUnavailableError
 from actors.hosting.installation import (
     InstallationMismatchError,
     first_mismatch,
@@ -109,3 +112,14 @@ def test_a_new_owner_may_change_settings_but_not_the_ring() -> None:
         refuse_ring_change(record, 4, 64)
     assert (raised.value.setting, raised.value.wanted, raised.value.recorded) == ("hosts", 4, 2)
     assert "runs with hosts=2, this process asks for hosts=4" in str(raised.value)
+
+
+def test_a_runtime_on_an_unreachable_redis_fails_fast_before_ray_starts() -> None:
+
+    from actors.hosting.runtime import RecoveryRuntime
+
+    began = time.monotonic()
+    with pytest.raises(StoreUnavailableError):
+        RecoveryRuntime(redis_url="redis://127.0.0.1:1/0", key_prefix="inst-test").start()
+    assert time.monotonic() - began < 10
+    assert not ray.is_initialized()
