@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Final
 
 from actors.engine.circuit_effects import CircuitEffects, Release
+from actors.engine.requests import Outcome, answer_replays, record_unchanged, request_record
 from actors.errors import (
     InvalidRouteIdError,
     RecoveryError,
@@ -42,20 +43,15 @@ from actors.routes.commands import (
     FireDue,
     RouteCommand,
     RouteContext,
-    request_id_of,
 )
 from actors.routes.models import RouteSnapshot, Transition
 from actors.routes.plan import plan
-from actors.store.route_codec import RequestRecord
 from actors.store.route_store import RouteStore
 from catalogue import Classification, Evidence, classify
 
 RELEASE_BATCH: Final = 500
 
 log = logging.getLogger(__name__)
-
-Outcome = RouteSnapshot | Exception
-"""One item of a batch: the route's snapshot once the command took effect, or its error."""
 
 
 class _Entry:
@@ -126,13 +122,6 @@ def _evidence_key(evidence: Evidence) -> tuple[object, ...]:
 
 _EVIDENCE_FIELDS: Final = tuple(Evidence.model_fields)
 _HEADERS_AT: Final = _EVIDENCE_FIELDS.index("headers")
-
-
-def _request(items: Sequence[tuple[str, RouteCommand]], index: int) -> RequestRecord | None:
-    if index >= len(items):
-        return None
-    request_id = request_id_of(items[index][1])
-    return None if request_id is None else RequestRecord(request_id)
 
 
 def rounds(items: Sequence[tuple[str, RouteCommand]]) -> list[list[int]]:
@@ -218,22 +207,42 @@ class BatchRunner:
         async with self.locks.hold_all(route_ids):
             context = replace(self._context(), classifier=RoundClassifier())
             try:
-                snapshots = await self.store.snapshots(route_ids)
-                board = await self._board(items, snapshots, context)
+                read = await self.store.read_snapshots(route_ids)
             except RecoveryError as error:
                 return [error] * len(items), []
-            context = replace(context, circuits=board)
-            snapshots = list(snapshots)
-            outcomes, planned = self._plan(items, snapshots, context)
-            lost = await self._apply(planned, outcomes, items)
-            await self._replan(lost, items, snapshots, outcomes, context)
-            await self._answer_replays(items, outcomes)
-            await self._record_unchanged(items, snapshots, outcomes)
-            await self._complete_switches(outcomes)
-            await self._settle_timers(items, outcomes)
-            releases: list[Release] = []
-            if self.circuits is not None and board is not None:
-                releases = await self.circuits.settle(board, items, snapshots, outcomes, context)
+            # A route whose stored data cannot be read is that item's error; the others go on.
+            outcomes: list[Outcome] = list(read)
+            readable = [(i, r) for i, r in enumerate(read) if isinstance(r, RouteSnapshot)]
+            done, releases = await self._run_readable(
+                [items[i] for i, _ in readable], [r for _, r in readable], context
+            )
+            for (index, _), outcome in zip(readable, done, strict=True):
+                outcomes[index] = outcome
+        return outcomes, releases
+
+    async def _run_readable(
+        self,
+        items: Sequence[tuple[str, RouteCommand]],
+        snapshots: list[RouteSnapshot],
+        context: RouteContext,
+    ) -> tuple[list[Outcome], list[Release]]:
+        if not items:
+            return [], []
+        try:
+            board = await self._board(items, snapshots, context)
+        except RecoveryError as error:
+            return [error] * len(items), []
+        context = replace(context, circuits=board)
+        outcomes, planned = self._plan(items, snapshots, context)
+        lost = await self._apply(planned, outcomes, items)
+        await self._replan(lost, items, snapshots, outcomes, context)
+        await answer_replays(self.store, items, outcomes)
+        await record_unchanged(self.store, items, snapshots, outcomes)
+        await self._complete_switches(outcomes)
+        await self._settle_timers(items, outcomes)
+        releases: list[Release] = []
+        if self.circuits is not None and board is not None:
+            releases = await self.circuits.settle(board, items, snapshots, outcomes, context)
         return outcomes, releases
 
     async def _board(
@@ -276,7 +285,7 @@ class BatchRunner:
         (another writer moved the route between this round's read and write)."""
         if not planned:
             return []
-        requests = [_request(items, index) for index, _ in planned]
+        requests = [request_record(items, index) for index, _ in planned]
         try:
             applied: Sequence[Outcome] = await self.store.apply_many(
                 [t for _, t in planned], requests
@@ -306,57 +315,19 @@ class BatchRunner:
         if not lost:
             return
         try:
-            fresh = await self.store.snapshots([items[i][0] for i in lost])
+            read = await self.store.read_snapshots([items[i][0] for i in lost])
         except StoreUnavailableError:
             return  # the rejection stands; nothing was written
-        lost_items = [items[i] for i in lost]
-        again, planned = self._plan(lost_items, fresh, context)
+        for index, found in zip(lost, read, strict=True):
+            if not isinstance(found, RouteSnapshot):
+                outcomes[index] = found  # the winner left it unreadable
+        again_at = [(i, f) for i, f in zip(lost, read, strict=True) if isinstance(f, RouteSnapshot)]
+        lost_items = [items[i] for i, _ in again_at]
+        again, planned = self._plan(lost_items, [f for _, f in again_at], context)
         await self._apply(planned, again, lost_items)
-        for index, snapshot, outcome in zip(lost, fresh, again, strict=True):
+        for (index, snapshot), outcome in zip(again_at, again, strict=True):
             snapshots[index] = snapshot
             outcomes[index] = outcome
-
-    async def _answer_replays(
-        self, items: Sequence[tuple[str, RouteCommand]], outcomes: list[Outcome]
-    ) -> None:
-        """A refused command whose request the route applied before is a replay (its
-        first outcome moved the route on): it answers that first outcome's snapshot."""
-        for index, ((route_id, command), outcome) in enumerate(zip(items, outcomes, strict=True)):
-            request_id = request_id_of(command)
-            if request_id is None or not isinstance(outcome, TransitionRejectedError):
-                continue
-            try:
-                first = await self.store.first_outcome(route_id, request_id)
-            except StoreUnavailableError:
-                continue  # the rejection stands: nothing was written
-            if first is not None:
-                outcomes[index] = first
-
-    async def _record_unchanged(
-        self,
-        items: Sequence[tuple[str, RouteCommand]],
-        snapshots: Sequence[RouteSnapshot],
-        outcomes: list[Outcome],
-    ) -> None:
-        """A request that had nothing to do is recorded too, with the route as it found
-        it: sent again later, when it might have something to do, it answers that."""
-        unchanged = [
-            (index, RequestRecord(request_id))
-            for index, ((_, command), outcome) in enumerate(zip(items, outcomes, strict=True))
-            if outcome is snapshots[index] and (request_id := request_id_of(command)) is not None
-        ]
-        if not unchanged:
-            return
-        try:
-            first = await self.store.record_unchanged(
-                [(request, snapshots[index]) for index, request in unchanged]
-            )
-        except StoreUnavailableError as error:
-            for index, _ in unchanged:
-                outcomes[index] = error  # nothing changed, but its answer is not durable
-            return
-        for (index, _), answer in zip(unchanged, first, strict=True):
-            outcomes[index] = answer
 
     async def _complete_switches(self, outcomes: list[Outcome]) -> None:
         """The skips are durable; those routes now run on their next candidate."""

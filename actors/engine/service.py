@@ -27,8 +27,9 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from actors.clock import Clock
-from actors.engine.batch import BatchRunner, Outcome, RouteLocks
+from actors.engine.batch import BatchRunner, RouteLocks
 from actors.engine.circuit_effects import CircuitEffects
+from actors.engine.requests import Outcome
 from actors.errors import TransitionRejectedError
 from actors.keys import AttemptFence
 from actors.routes.commands import (

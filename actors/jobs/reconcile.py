@@ -12,7 +12,7 @@ from typing import Final, Protocol
 from redis import Redis
 from rq import Queue, Worker
 
-from actors.engine.batch import Outcome
+from actors.engine.requests import Outcome
 from actors.jobs.ledger import DispatchLedger, LedgerEntry
 from actors.jobs.queue import enqueue_dispatch
 from actors.jobs.worker_engine import worker_engine

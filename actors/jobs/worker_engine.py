@@ -29,8 +29,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from actors.clock import Clock, SystemClock
-from actors.engine.batch import Outcome, RouteLocks
+from actors.engine.batch import RouteLocks
 from actors.engine.circuit_effects import CircuitEffects
+from actors.engine.requests import Outcome
 from actors.engine.service import RouteService
 from actors.engine.settings import EngineSettings
 from actors.errors import RecoveryError

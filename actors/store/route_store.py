@@ -26,6 +26,7 @@ from redis.exceptions import NoScriptError, RedisError
 
 from actors.clock import Clock
 from actors.errors import (
+    CorruptProfileError,
     InvalidRouteIdError,
     StoreUnavailableError,
     TransitionRejectedError,
@@ -137,6 +138,22 @@ class RouteStore(OwnsItsClient):
             decode_route(route_id, _texts(raw))
             for route_id, raw in zip(route_ids, hashes, strict=True)
         ]
+
+    async def read_snapshots(
+        self, route_ids: Sequence[str]
+    ) -> list[RouteSnapshot | StoreUnavailableError | CorruptProfileError]:
+        """`snapshots`, with a route whose stored data cannot be decoded as its own error
+        in its place (one poisoned hash never fails the others). Raises
+        StoreUnavailableError when Redis itself failed."""
+        keys = [self.keys.route(route_id) for route_id in route_ids]
+        hashes = await self._hashes(keys, "snapshots")
+        found: list[RouteSnapshot | StoreUnavailableError | CorruptProfileError] = []
+        for route_id, raw in zip(route_ids, hashes, strict=True):
+            try:
+                found.append(decode_route(route_id, _texts(raw)))
+            except (StoreUnavailableError, CorruptProfileError) as error:
+                found.append(error)
+        return found
 
     async def history(self, route_id: str) -> list[AttemptRecord]:
         key = self.keys.attempts(route_id)

@@ -12,7 +12,6 @@ import pytest
 
 from actors.engine.service import RouteService
 from actors.errors import StaleGenerationError, TransitionRejectedError
-from actors.routes.models import RouteSnapshot
 from actors.store.route_store import RouteStore
 from tests.actors.conftest import Backend
 from tests.actors.route_scenarios import Session, overloaded
@@ -25,16 +24,16 @@ def overtake_after_reads(store: RouteStore, writes: Sequence[Interleaved]) -> li
     its snapshot reads, until they run out; answers the number of reads seen so far."""
     reads = [0]
     pending = list(writes)
-    read = store.snapshots
+    read = store.read_snapshots
 
-    async def snapshots_then_overtaken(route_ids: Sequence[str]) -> list[RouteSnapshot]:
+    async def snapshots_then_overtaken(route_ids: Sequence[str]) -> list[object]:
         found = await read(route_ids)
         reads[0] += 1
         if pending:
             await pending.pop(0)()
         return list(found)
 
-    store.snapshots = snapshots_then_overtaken  # type: ignore[method-assign]
+    store.read_snapshots = snapshots_then_overtaken  # type: ignore[method-assign,assignment]
     return reads
 
 
