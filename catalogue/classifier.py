@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -24,7 +25,15 @@ from catalogue.codes import (
     code_info,
 )
 from catalogue.evidence import Evidence, EvidenceKind
-from catalogue.rules import Probe, Rule, Tier, content_version, load_builtin_rules, ordered
+from catalogue.rules import (
+    PatternGroup,
+    Probe,
+    Rule,
+    Tier,
+    content_version,
+    load_builtin_rules,
+    ordered,
+)
 from catalogue.sanitize import sanitize
 from catalogue.text import (
     TextViews,
@@ -83,16 +92,16 @@ class Catalogue:
     # -- matching -------------------------------------------------------------------------
 
     def _candidates(self, subject: Subject) -> list[Rule]:
-        positions: set[int] = set()
         by_key = self._by_key
-        # One C-level intersection finds the tokens any rule is keyed on.
-        for token in self._keys.intersection(subject.views.tokens):
-            positions.update(by_key[token])
+        # One C-level intersection finds the tokens any rule is keyed on, one union their
+        # rules' positions.
+        positions = set().union(*[by_key[t] for t in self._keys.intersection(subject.views.tokens)])
         if subject.status is not None:
             positions.update(self._by_status.get(subject.status, ()))
         if subject.evidence.exit_code is not None:
             positions.update(self._by_exit.get(subject.evidence.exit_code, ()))
-        return [self.rules[p] for p in sorted(positions)]
+        rules = self.rules
+        return [rules[p] for p in sorted(positions)]
 
     def matching(self, subject: Subject) -> Iterator[Rule]:
         """Every rule whose conditions hold, in rank order."""
@@ -250,9 +259,23 @@ class Catalogue:
 
 
 def _holds(rule: Rule, subject: Subject) -> bool:
+    """Whether every condition of a candidate rule holds. (A candidate's keys are among the
+    text's tokens: `Catalogue._candidates` found it through them, or it has none.)"""
     if rule.filters_identity and not _identity_fits(rule, subject):
         return False
-    return _text_fits(rule, subject.views)
+    views = subject.views
+    texts = views.all
+    if rule.bounded_bytes is not None:
+        if not any(_bounded_match(rule, v) for v in texts):
+            return False
+    elif rule.match_any is not None and not _matches(rule, texts, views.tokens):
+        return False
+    if rule.require_probes and not all(
+        any(p.found_in(v) for v in texts) for p in rule.require_probes
+    ):
+        return False
+    unless = rule.unless_any
+    return unless is None or not any(_finds(unless, rule.unless_probes, v) for v in texts)
 
 
 def _identity_fits(rule: Rule, subject: Subject) -> bool:
@@ -275,31 +298,30 @@ def _headers_fit(rule: Rule, evidence: Evidence) -> bool:
     return True
 
 
-def _text_fits(rule: Rule, text: TextViews) -> bool:
-    tokens = text.tokens
-    if rule.keys and rule.key_bytes.isdisjoint(tokens):
-        return False
-    anchors = rule.match_anchors
-    if anchors is not None and anchors.isdisjoint(tokens):
-        return False
-    views = text.all
-    if not _matches(rule, views):
-        return False
-    if not all(any(p.found_in(v) for v in views) for p in rule.require_probes):
-        return False
-    return not any(_finds(rule.unless_any, rule.unless_probes, v) for v in views)
-
-
-def _matches(rule: Rule, views: tuple[str, ...]) -> bool:
-    """Whether a `match` pattern holds in some view (true for a rule without patterns)."""
-    if rule.bounded_bytes is not None:
-        return any(_bounded_match(rule, v) for v in views)
-    match = rule.match_any
-    if match is None:
+def _matches(rule: Rule, views: tuple[str, ...], tokens: AbstractSet[bytes]) -> bool:
+    """Whether a `match` pattern of a rule that has some holds in some view. Only the
+    patterns whose anchor word is among the text's tokens, or whose required literal the
+    view contains, are scanned (a pattern cannot match without them; see
+    catalogue.literals), and those with neither."""
+    unanchored = rule.match_unanchored
+    if unanchored is not None and _group_finds(unanchored, views):
         return True
-    if len(views) == 1 and len(views[0]) < SHORT_VIEW:
-        return match.search(views[0]) is not None
-    return any(_finds(match, rule.match_probes, v) for v in views)
+    for literal, group in rule.match_literal_groups:
+        for view in views:
+            if literal in view and _group_finds(group, (view,)):
+                return True
+    groups = rule.match_groups
+    return any(_group_finds(groups[w], views) for w in rule.match_group_words.intersection(tokens))
+
+
+def _group_finds(group: PatternGroup, views: tuple[str, ...]) -> bool:
+    for view in views:
+        if len(view) < SHORT_VIEW:
+            if group.alternation.search(view) is not None:
+                return True
+        elif any(p.found_in(view) for p in group.probes):
+            return True
+    return False
 
 
 def _bounded_match(rule: Rule, view: str) -> bool:
