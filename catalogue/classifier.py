@@ -309,6 +309,8 @@ def _matches(rule: Rule, views: tuple[str, ...], tokens: AbstractSet[bytes]) -> 
     patterns whose anchor word is among the text's tokens, or whose required literal the
     view contains, are scanned (a pattern cannot match without them; see
     catalogue.literals), and those with neither."""
+    if len(views) == 1 and len(views[0]) < SHORT_VIEW:
+        return _matches_short(rule, views[0], tokens)
     unanchored = rule.match_unanchored
     if unanchored is not None and _group_finds(unanchored, views):
         return True
@@ -319,6 +321,22 @@ def _matches(rule: Rule, views: tuple[str, ...], tokens: AbstractSet[bytes]) -> 
                     return True
     groups = rule.match_groups
     return any(_group_finds(groups[w], views) for w in rule.match_group_words.intersection(tokens))
+
+
+def _matches_short(rule: Rule, view: str, tokens: AbstractSet[bytes]) -> bool:
+    """`_matches` on the commonest text: one short view, where each group is scanned as
+    one alternation."""
+    unanchored = rule.match_unanchored
+    if unanchored is not None and unanchored.alternation.search(view) is not None:
+        return True
+    for literal, group in rule.match_literal_groups:
+        if literal in view and group.alternation.search(view) is not None:
+            return True
+    groups = rule.match_groups
+    for word in rule.match_group_words.intersection(tokens):
+        if groups[word].alternation.search(view) is not None:
+            return True
+    return False
 
 
 def _group_finds(group: PatternGroup, views: tuple[str, ...]) -> bool:
