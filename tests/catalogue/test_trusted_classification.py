@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from datetime import UTC, datetime
 
 import pytest
@@ -31,6 +32,8 @@ def test_every_corpus_result_is_what_validation_builds() -> None:
         assert result.model_fields_set == validated.model_fields_set
         assert result.model_dump_json() == validated.model_dump_json()
         assert repr(result) == repr(validated)
+        assert pickle.loads(pickle.dumps(result)) == validated  # as Ray ships it
+        assert Classification.model_validate_json(result.model_dump_json()) == result
 
 
 def test_a_trusted_result_is_frozen_like_any_other() -> None:
