@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,3 +36,24 @@ class Classification(BaseModel):
             self.error_class in (ErrorClass.TRANSIENT, ErrorClass.HARD)
             and self.confidence is not Confidence.LOW
         )
+
+
+_FIELDS = tuple(Classification.model_fields)
+_set_attribute = object.__setattr__
+
+
+def trusted_classification(values: dict[str, Any]) -> Classification:
+    """A Classification of values the catalogue produced and validated itself (codes and
+    enums of its registry, timing hints checked by catalogue.timing, a sanitised excerpt):
+    built without a second validation pass, which costs more than the rest of a
+    classification's bookkeeping. It is the object `Classification(**values)` builds (a
+    test ties the two); every field must be given. Anything built from outside input goes
+    through `Classification(...)` or `model_validate`."""
+    if len(values) != len(_FIELDS):
+        raise TypeError(f"trusted_classification needs every field: {sorted(values)}")
+    built = Classification.__new__(Classification)
+    _set_attribute(built, "__dict__", {name: values[name] for name in _FIELDS})
+    _set_attribute(built, "__pydantic_fields_set__", set(_FIELDS))
+    _set_attribute(built, "__pydantic_extra__", None)
+    _set_attribute(built, "__pydantic_private__", None)
+    return built

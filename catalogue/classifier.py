@@ -9,13 +9,14 @@ wrapper rules.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import NamedTuple
 
-from catalogue.classification import Classification
+from catalogue.classification import Classification, trusted_classification
 from catalogue.codes import (
     UNCLASSIFIED,
     Confidence,
@@ -24,7 +25,16 @@ from catalogue.codes import (
     code_info,
 )
 from catalogue.evidence import Evidence, EvidenceKind
-from catalogue.rules import Probe, Rule, Tier, content_version, load_builtin_rules, ordered
+from catalogue.rules import (
+    PatternGroup,
+    Probe,
+    Rule,
+    Tier,
+    check_unique,
+    content_version,
+    load_builtin_rules,
+    ordered,
+)
 from catalogue.sanitize import sanitize
 from catalogue.text import (
     TextViews,
@@ -47,6 +57,7 @@ class Subject(NamedTuple):
     text: str
     views: TextViews
     status: int | None
+    combined: str  # the evidence's own text (`Evidence.combined_text`), for the excerpt
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +74,7 @@ class Catalogue:
 
     def __init__(self, rules: Sequence[Rule], version: str | None = None) -> None:
         self.rules: tuple[Rule, ...] = tuple(ordered(rules))
+        check_unique(self.rules)  # a classification names its rule by id
         self.version = version if version is not None else content_version(self.rules)
         by_key: dict[bytes, list[int]] = {}
         by_status: dict[int, list[int]] = {}
@@ -79,20 +91,57 @@ class Catalogue:
         self._keys = frozenset(self._by_key)
         self._by_status = {k: tuple(v) for k, v in by_status.items()}
         self._by_exit = {k: tuple(v) for k, v in by_exit.items()}
+        # What each rule (and each way of matching none) puts in a classification, built
+        # once: a low-confidence rule's match is unclassified for policy, and its id says
+        # what the evidence looked like.
+        self._heads = {rule.id: self._head_of(rule) for rule in self.rules}
+        for rule_id in (NO_MATCH_RULE, PROSE_RULE):
+            self._heads[rule_id] = self._unclassified_head(rule_id)
+        # Rules whose classifications read timing hints: their code uses them, they do not
+        # say no reset lifts the failure, and they are not weak evidence (unclassified).
+        self._reads_timing = frozenset(
+            rule.id
+            for rule in self.rules
+            if code_info(rule.code).uses_timing
+            and not rule.no_reset
+            and rule.confidence is not Confidence.LOW
+        )
+
+    def _head_of(self, rule: Rule) -> dict[str, object]:
+        if rule.confidence is Confidence.LOW:
+            return self._unclassified_head(rule.id)
+        return {
+            "code": rule.code,
+            "error_class": code_info(rule.code).error_class,
+            "confidence": rule.confidence,
+            "scope": rule.scope,
+            "rule": rule.id,
+            "catalogue_version": self.version,
+        }
+
+    def _unclassified_head(self, rule_id: str) -> dict[str, object]:
+        return {
+            "code": UNCLASSIFIED,
+            "error_class": ErrorClass.UNCLASSIFIED,
+            "confidence": Confidence.LOW,
+            "scope": Scope.REQUEST,
+            "rule": rule_id,
+            "catalogue_version": self.version,
+        }
 
     # -- matching -------------------------------------------------------------------------
 
     def _candidates(self, subject: Subject) -> list[Rule]:
-        positions: set[int] = set()
         by_key = self._by_key
-        # One C-level intersection finds the tokens any rule is keyed on.
-        for token in self._keys.intersection(subject.views.tokens):
-            positions.update(by_key[token])
+        # One C-level intersection finds the tokens any rule is keyed on, one union their
+        # rules' positions.
+        positions = set().union(*[by_key[t] for t in self._keys.intersection(subject.views.tokens)])
         if subject.status is not None:
             positions.update(self._by_status.get(subject.status, ()))
         if subject.evidence.exit_code is not None:
             positions.update(self._by_exit.get(subject.evidence.exit_code, ()))
-        return [self.rules[p] for p in sorted(positions)]
+        rules = self.rules
+        return [rules[p] for p in sorted(positions)]
 
     def matching(self, subject: Subject) -> Iterator[Rule]:
         """Every rule whose conditions hold, in rank order."""
@@ -121,18 +170,18 @@ class Catalogue:
 
     def subject_of(self, evidence: Evidence) -> Subject | None:
         """What the rules see, or None for a message chunk that is not an error report."""
-        text = evidence.combined_text()
+        combined = evidence.combined_text()
         if evidence.kind is EvidenceKind.MESSAGE_CHUNK:
-            text = self._error_report_of(text)
+            text = self._error_report_of(combined)
             if not text:
                 return None
             views = make_views(text)
-            return Subject(evidence, text, views, status_in_text(views.flat))
-        views = make_views(text)
+            return Subject(evidence, text, views, status_in_text(views.flat), combined)
+        views = make_views(combined)
         status = evidence.http_status
         if status is None and evidence.kind is not EvidenceKind.EXIT:
             status = status_in_text(views.flat)
-        return Subject(evidence, text, views, status)
+        return Subject(evidence, combined, views, status, combined)
 
     def _error_report_of(self, chunk: str) -> str:
         # Assistant prose is never evidence: keep only lines that open with an error
@@ -164,95 +213,75 @@ class Catalogue:
             return self._unclassified(evidence, PROSE_RULE, evidence.combined_text())
         rule = self._first(subject)
         if rule is None:
-            return self._unclassified(evidence, NO_MATCH_RULE, subject.text)
+            return self._unclassified(evidence, NO_MATCH_RULE, subject.combined)
         return self._classification(rule, subject, now)
 
     def explain(self, evidence: Evidence, now: datetime | None = None) -> Explanation:
         subject = self.subject_of(evidence)
         if subject is None:
-            subject = Subject(evidence, "", make_views(""), None)
-            result = self._unclassified(evidence, PROSE_RULE, evidence.combined_text())
+            combined = evidence.combined_text()
+            subject = Subject(evidence, "", make_views(""), None, combined)
+            result = self._unclassified(evidence, PROSE_RULE, combined)
             return Explanation(result, None, (), subject)
         winner, matched = self.select(subject)
         if winner is None:
-            result = self._unclassified(evidence, NO_MATCH_RULE, subject.text)
+            result = self._unclassified(evidence, NO_MATCH_RULE, subject.combined)
         else:
             result = self._classification(winner, subject, now)
         return Explanation(result, winner, matched, subject)
 
     def _classification(self, rule: Rule, subject: Subject, now: datetime | None) -> Classification:
         evidence = subject.evidence
-        if rule.confidence is Confidence.LOW:
-            # Weak evidence is unclassified for policy; the rule id says what it looked like.
-            return self._unclassified(evidence, rule.id, subject.text, Confidence.LOW)
-        info = code_info(rule.code)
-        timing: _Timing = (None, None, None)
+        head = self._heads[rule.id]
+        timing: _Timing = _NO_TIMING
         reference = evidence.observed_at or now
-        if info.uses_timing and not rule.no_reset and reference is not None:
+        if rule.id in self._reads_timing and reference is not None:
             timing = _timing(evidence, reference)
-        return self._result(
-            evidence,
-            rule_id=rule.id,
-            code=rule.code,
-            error_class=info.error_class,
-            confidence=rule.confidence,
-            scope=rule.scope,
-            timing=timing,
-        )
+        return self._result(head, evidence, timing, subject.combined)
 
-    def _unclassified(
-        self,
-        evidence: Evidence,
-        rule_id: str,
-        text: str,
-        confidence: Confidence = Confidence.LOW,
-    ) -> Classification:
-        return self._result(
-            evidence,
-            rule_id=rule_id,
-            code=UNCLASSIFIED,
-            error_class=ErrorClass.UNCLASSIFIED,
-            confidence=confidence,
-            scope=Scope.REQUEST,
-            timing=(None, None, None),
-            fallback_text=text,
-        )
+    def _unclassified(self, evidence: Evidence, rule_id: str, combined: str) -> Classification:
+        return self._result(self._heads[rule_id], evidence, _NO_TIMING, combined)
 
     def _result(
-        self,
-        evidence: Evidence,
-        *,
-        rule_id: str,
-        code: str,
-        error_class: ErrorClass,
-        confidence: Confidence,
-        scope: Scope,
-        timing: _Timing,
-        fallback_text: str = "",
+        self, head: Mapping[str, object], evidence: Evidence, timing: _Timing, combined: str
     ) -> Classification:
+        """`head` (what the rule decides) completed by the evidence's identity, the timing
+        hint and the excerpt: the evidence's `combined` text sanitised, once per
+        classification, here."""
         retry_after_s, reset_at, source = timing
-        return Classification(
-            code=code,
-            error_class=error_class,
-            confidence=confidence,
-            scope=scope,
-            rule=rule_id,
-            catalogue_version=self.version,
-            provider=evidence.provider,
-            model=evidence.model,
-            phase=evidence.phase,
-            occurred_at=evidence.observed_at,
-            retry_after_s=retry_after_s,
-            reset_at=reset_at,
-            hint_source=source,
-            safe_excerpt=sanitize(evidence.combined_text() or fallback_text),
+        return trusted_classification(
+            {
+                **head,
+                "provider": evidence.provider,
+                "model": evidence.model,
+                "phase": evidence.phase,
+                "occurred_at": evidence.observed_at,
+                "retry_after_s": retry_after_s,
+                "reset_at": reset_at,
+                "hint_source": source,
+                "safe_excerpt": sanitize(combined),
+            }
         )
 
 
 def _holds(rule: Rule, subject: Subject) -> bool:
+    """Whether every condition of a candidate rule holds. (A candidate's keys are among the
+    text's tokens: `Catalogue._candidates` found it through them, or it has none.)"""
     if rule.filters_identity and not _identity_fits(rule, subject):
         return False
-    return _text_fits(rule, subject.views)
+    views = subject.views
+    texts = views.all
+    if rule.bounded_bytes is not None:
+        if not any(_bounded_match(rule, v) for v in texts):
+            return False
+    elif rule.match_any is not None and not _matches(rule, texts, views.tokens):
+        return False
+    if rule.require_probes and not all(
+        any(p.found_in(v) for v in texts) for p in rule.require_probes
+    ):
+        return False
+    unless = rule.unless_any
+    return unless is None or not any(_finds(unless, rule.unless_probes, v) for v in texts)
 
 
 def _identity_fits(rule: Rule, subject: Subject) -> bool:
@@ -275,31 +304,49 @@ def _headers_fit(rule: Rule, evidence: Evidence) -> bool:
     return True
 
 
-def _text_fits(rule: Rule, text: TextViews) -> bool:
-    tokens = text.tokens
-    if rule.keys and rule.key_bytes.isdisjoint(tokens):
-        return False
-    anchors = rule.match_anchors
-    if anchors is not None and anchors.isdisjoint(tokens):
-        return False
-    views = text.all
-    if not _matches(rule, views):
-        return False
-    if not all(any(p.found_in(v) for v in views) for p in rule.require_probes):
-        return False
-    return not any(_finds(rule.unless_any, rule.unless_probes, v) for v in views)
-
-
-def _matches(rule: Rule, views: tuple[str, ...]) -> bool:
-    """Whether a `match` pattern holds in some view (true for a rule without patterns)."""
-    if rule.bounded_bytes is not None:
-        return any(_bounded_match(rule, v) for v in views)
-    match = rule.match_any
-    if match is None:
-        return True
+def _matches(rule: Rule, views: tuple[str, ...], tokens: AbstractSet[bytes]) -> bool:
+    """Whether a `match` pattern of a rule that has some holds in some view. Only the
+    patterns whose anchor word is among the text's tokens, or whose required literal the
+    view contains, are scanned (a pattern cannot match without them; see
+    catalogue.literals), and those with neither."""
     if len(views) == 1 and len(views[0]) < SHORT_VIEW:
-        return match.search(views[0]) is not None
-    return any(_finds(match, rule.match_probes, v) for v in views)
+        return _matches_short(rule, views[0], tokens)
+    unanchored = rule.match_unanchored
+    if unanchored is not None and _group_finds(unanchored, views):
+        return True
+    if rule.match_literal_groups:
+        for view in views:
+            for literal, group in rule.match_literal_groups:
+                if literal in view and _group_finds(group, (view,)):
+                    return True
+    groups = rule.match_groups
+    return any(_group_finds(groups[w], views) for w in rule.match_group_words.intersection(tokens))
+
+
+def _matches_short(rule: Rule, view: str, tokens: AbstractSet[bytes]) -> bool:
+    """`_matches` on the commonest text: one short view, where each group is scanned as
+    one alternation."""
+    unanchored = rule.match_unanchored
+    if unanchored is not None and unanchored.alternation.search(view) is not None:
+        return True
+    for literal, group in rule.match_literal_groups:
+        if literal in view and group.alternation.search(view) is not None:
+            return True
+    groups = rule.match_groups
+    for word in rule.match_group_words.intersection(tokens):
+        if groups[word].alternation.search(view) is not None:
+            return True
+    return False
+
+
+def _group_finds(group: PatternGroup, views: tuple[str, ...]) -> bool:
+    for view in views:
+        if len(view) < SHORT_VIEW:
+            if group.alternation.search(view) is not None:
+                return True
+        elif any(p.found_in(view) for p in group.probes):
+            return True
+    return False
 
 
 def _bounded_match(rule: Rule, view: str) -> bool:
@@ -345,6 +392,7 @@ def _overrides_wrapper(rule: Rule) -> bool:
 
 
 _Timing = tuple[float | None, datetime | None, HintSource | None]
+_NO_TIMING: _Timing = (None, None, None)
 
 
 def _timing(evidence: Evidence, now: datetime) -> _Timing:

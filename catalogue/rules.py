@@ -71,6 +71,45 @@ class Probe:
         return self.pattern.search(text) is not None
 
 
+@dataclass(frozen=True, slots=True)
+class PatternGroup:
+    """Some of a rule's match patterns: as one alternation (one C-level scan, cheapest on a
+    short text) and as probes (each behind its substring check, cheapest on a long one)."""
+
+    alternation: re.Pattern[str]
+    probes: tuple[Probe, ...]
+
+
+def _group(probes: Sequence[Probe]) -> PatternGroup:
+    alternation = re.compile("|".join(f"(?:{p.pattern.pattern})" for p in probes))
+    return PatternGroup(alternation, tuple(probes))
+
+
+_Groups = tuple[
+    dict[bytes, PatternGroup], tuple[tuple[str, PatternGroup], ...], PatternGroup | None
+]
+
+
+def _match_groups(probes: Sequence[Probe]) -> _Groups:
+    by_word: dict[bytes, list[Probe]] = {}
+    by_literal: dict[str, list[Probe]] = {}
+    unanchored = []
+    for probe in probes:
+        if probe.anchors is not None:
+            for word in sorted(probe.anchors):
+                by_word.setdefault(word, []).append(probe)
+        elif probe.literals is not None:
+            for literal in probe.literals:
+                by_literal.setdefault(literal, []).append(probe)
+        else:
+            unanchored.append(probe)
+    return (
+        {word: _group(members) for word, members in by_word.items()},
+        tuple((literal, _group(members)) for literal, members in by_literal.items()),
+        _group(unanchored) if unanchored else None,
+    )
+
+
 class RuleError(RecoveryError, ValueError):
     """A rule file that cannot be loaded; the message names the file, rule and field.
     Also a ValueError, as it always was."""
@@ -100,6 +139,19 @@ class Rule:
     # Words one of which any match contains (None when some pattern has no anchor word):
     # a rule whose anchors are all absent from a text is rejected with one set operation.
     match_anchors: frozenset[bytes] | None = None
+    # The match patterns grouped by anchor word (a pattern with several anchors is in each
+    # of their groups), each group as one alternation beside its probes; the patterns with
+    # no anchor word grouped the same way by required literal, and those with neither as
+    # one group. Only the groups whose word a text holds (or whose literal it contains) are
+    # scanned.
+    match_groups: Mapping[bytes, PatternGroup] = field(
+        default_factory=dict, compare=False, hash=False
+    )
+    match_group_words: frozenset[bytes] = frozenset()
+    match_literal_groups: tuple[tuple[str, PatternGroup], ...] = field(
+        default=(), compare=False, hash=False
+    )
+    match_unanchored: PatternGroup | None = field(default=None, compare=False, hash=False)
     filters_identity: bool = False  # any kinds/providers/agents/status/exit-code condition
     status: frozenset[int] = frozenset()
     exit_codes: frozenset[int] = frozenset()
@@ -261,9 +313,14 @@ def parse_rule(raw: Mapping[str, Any], source: str) -> Rule:
         match_any=_alternation(rule.match),
         unless_any=_alternation(rule.unless),
     )
+    groups, literal_groups, unanchored = _match_groups(rule.match_probes)
     return replace(
         rule,
         match_anchors=_anchor_union(rule.match_probes),
+        match_groups=groups,
+        match_group_words=frozenset(groups),
+        match_literal_groups=literal_groups,
+        match_unanchored=unanchored,
         filters_identity=bool(
             rule.kinds
             or rule.providers

@@ -298,14 +298,19 @@ def _redact(text: str) -> str:
 def _redact_named(text: str) -> str:
     """Header values, assignments and bearer tokens, found by their (lower-case) names."""
     low = _lower(text)
+    absent: set[str] = set()  # names (several patterns share one) not in `low` as it is
     for name, pattern, decide in _NAMED:
+        if name in absent:
+            continue
         if name not in low:  # a substring test is cheaper than starting a regex scan
+            absent.add(name)
             continue
         first = pattern.search(low)
         if first is not None:
             redacted = _rewrite(text, _named_matches(text, low, name, first), decide)
             if redacted is not text:
                 text, low = redacted, _lower(redacted)
+                absent.clear()
     return text
 
 

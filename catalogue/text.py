@@ -17,7 +17,24 @@ _SPACE_RUN = re.compile(r"\s+")
 _LINE_BREAK = re.compile(r"[ \t]*\r?\n[ \t]*")
 # A terminal wrap inside a word: a word character on both sides of the line break. Only
 # then can removing the break recover something the flat view does not already show.
-_MID_WORD_WRAP = re.compile(r"\w\r?\n[ \t]*\w")
+# Found from the line break (a literal: a fast scan), the character before it checked
+# after.
+_BREAK_THEN_WORD = re.compile(r"\n[ \t]*\w")
+_WORD_CHAR = re.compile(r"\w")
+
+
+def _wraps_mid_word(text: str) -> bool:
+    """Whether `text` has a word character, an optional CR, a line break, optional spaces
+    or tabs and a word character, in that order."""
+    for found in _BREAK_THEN_WORD.finditer(text):
+        before = found.start() - 1
+        if before >= 0 and text[before] == "\r":
+            before -= 1
+        if before >= 0 and _WORD_CHAR.match(text, before):
+            return True
+    return False
+
+
 # Tokens are maximal runs of ASCII letters, digits and underscores. Tokenising the UTF-8
 # bytes with one translate() keeps this step a few microseconds (rule keys are ASCII words,
 # which rules.py enforces).
@@ -70,7 +87,7 @@ def make_views(text: str) -> TextViews:
     flat = collapse_spaces(lowered)
     tokens = tokens_of(flat)
     joined: str | None = None
-    if "\n" in lowered and _MID_WORD_WRAP.search(lowered):
+    if "\n" in lowered and _wraps_mid_word(lowered):
         candidate = collapse_spaces(_LINE_BREAK.sub("", lowered))
         if candidate != flat:
             joined = candidate

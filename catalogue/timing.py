@@ -112,9 +112,13 @@ def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> Timing
     """Timing hint stated in error text (source 'text', or 'structured' for Gemini
     RetryInfo retryDelay, Claude Code's rate_limit_event and Codex's resets_at). None when
     there is none, it is unparseable, in the past, or more than 30 days away. Structured
-    beats text; among text hints the first valid one wins. `zone` is the zone of the
-    machine the agent ran on: a clock time naming no zone ("try again at 9:15 AM") is read
-    in it, and dropped without it."""
+    beats text. Among text hints the latest trusted reset wins, as among headers and
+    structured windows: a text naming several exhausted windows ("session limit · resets
+    5pm (Europe/Paris)", "weekly limit · resets Dec 3 …") can only be retried once the last
+    of them has reset (at an equal instant, the first stated). A statement that is no hint
+    (a client countdown, a zone-less clock time, one in the past) takes no part. `zone` is
+    the zone of the machine the agent ran on: a clock time naming no zone ("try again at
+    9:15 AM") is read in it, and dropped without it."""
     t = text.lower()
     now = _as_utc(now)
     if (hint := _structured_hint(t, now)) is not None:
@@ -122,17 +126,30 @@ def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> Timing
     # Clock times name a zone in parentheses (or take the given one) and ISO instants have
     # colons: without either, only delays can follow a lead phrase.
     instants = zone is not None or "(" in t or ":" in t or "am" in t or "pm" in t
-    first = None
+    stated: list[tuple[int, TimingHint]] = []
     for start in _lead_starts(t):
         hint = _delay_at(t, start) or (_instant_at(t, start, now, zone) if instants else None)
         if hint is not None:
-            first = (start, hint)
-            break
+            stated.append((start, hint))
     if "|" in t and "reached" in t:
-        epoch = _epoch_hint(t, now)
-        if epoch is not None and (first is None or epoch[0] < first[0]):
-            return epoch[1]
-    return None if first is None else first[1]
+        stated.extend(_epoch_hints(t, now))
+        stated.sort(key=lambda item: item[0])
+    latest: tuple[datetime, TimingHint] | None = None
+    for _, hint in stated:
+        latest = _later(latest, hint, now)
+    return None if latest is None else latest[1]
+
+
+def _later(
+    best: tuple[datetime, TimingHint] | None, hint: TimingHint, now: datetime
+) -> tuple[datetime, TimingHint]:
+    """`best` or `hint`, whichever resets later (with its instant); `best` on a tie."""
+    at = (
+        hint.reset_at
+        if hint.reset_at is not None
+        else now + timedelta(seconds=hint.retry_after_s or 0.0)
+    )
+    return (at, hint) if best is None or at > best[0] else best
 
 
 def headers_deny_reset(headers: Mapping[str, str]) -> bool:
@@ -218,12 +235,13 @@ def _lead_starts(t: str) -> list[int]:
     return starts
 
 
-def _epoch_hint(t: str, now: datetime) -> tuple[int, TimingHint] | None:
+def _epoch_hints(t: str, now: datetime) -> list[tuple[int, TimingHint]]:
+    hints = []
     for match in _EPOCH_AFTER_PIPE.finditer(t):
         at = epoch_instant(int(match.group(1)))
         if at is not None and (hint := _absolute(at, now, "text")) is not None:
-            return match.start(), hint
-    return None
+            hints.append((match.start(), hint))
+    return hints
 
 
 def _clock_instant(

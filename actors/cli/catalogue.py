@@ -18,6 +18,7 @@ from actors.cli.policy import explain_decision
 from catalogue import Evidence, EvidenceKind, classify, default_catalogue, explain
 from catalogue.classification import Classification
 from catalogue.corpus import dev_corpus, evidence_from_row, score_rows
+from catalogue.corpus_timing import score_timing
 from policy.errors import PolicyError
 
 
@@ -205,4 +206,15 @@ def run_corpus(args: argparse.Namespace) -> int:
         row = next(r for r in rows if r["id"] == rid)
         rule = catalogue.explain(evidence_from_row(row), now).classification.rule
         print(f"  wrong: {rid}: label {label}, predicted {predicted} by {rule}")
+    # The timing figures bench/corpus_score.py prints (catalogue/corpus_timing.py): each
+    # row classified at its own reference time.
+    timing = score_timing(rows, catalogue.classify)
+    print(
+        f"\nserver timing hints read: {timing.read}/{timing.expected} = {timing.read_fraction:.1%}"
+    )
+    for rid in timing.missed:
+        print(f"  missed: {rid}")
+    print(f"timing hints invented: {len(timing.invented)}")
+    for rid in timing.invented:
+        print(f"  invented: {rid}")
     return 0

@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from catalogue.text import make_views, report_lines, status_in_text, tokens_of
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from catalogue.text import _wraps_mid_word, make_views, report_lines, status_in_text, tokens_of
+
+# The one-pattern form of "a terminal wrap inside a word" that `_wraps_mid_word` implements
+# from the line break on (a faster scan).
+_MID_WORD_WRAP = re.compile(r"\w\r?\n[ \t]*\w")
+
+
+@given(st.text(alphabet="a_é9 \t\r\n.-", max_size=16))
+def test_a_mid_word_wrap_is_found_as_the_one_pattern_finds_it(text: str) -> None:
+    assert _wraps_mid_word(text) == bool(_MID_WORD_WRAP.search(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "wraps"),
+    [
+        ("api_\n    error", True),
+        ("api_\r\n error", True),
+        ("error.\n next", False),
+        ("a\r\r\nb", False),
+    ],
+)
+def test_mid_word_wraps(text: str, wraps: bool) -> None:
+    assert _wraps_mid_word(text) is wraps
 
 
 @pytest.mark.parametrize(

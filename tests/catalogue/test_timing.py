@@ -336,27 +336,56 @@ def test_thirty_days_exactly_is_still_a_hint() -> None:
 # --- several hints -------------------------------------------------------------------------
 
 
+EPOCH = datetime.fromtimestamp(1796000000, UTC)  # 2026-11-30T00:53:20Z
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("try again in 5 seconds, or wait 10 seconds", TimingHint(5, None, "text")),
+        ("try again in 5 seconds, or wait 10 seconds", TimingHint(10, None, "text")),
+        ("try again in 10 seconds, or wait 5 seconds", TimingHint(10, None, "text")),
         (
             "resets 3pm (UTC); try again in 5 seconds",
             TimingHint(None, at(2026, 11, 29, 15), "text"),
         ),
-        ("try again in 5 seconds; resets 3pm (UTC)", TimingHint(5, None, "text")),
-        ("try again in 40 days, or retry in 5 seconds", TimingHint(5, None, "text")),
         (
-            "resets 3pm (UTC) or limit reached|1796000000",
+            "try again in 5 seconds; resets 3pm (UTC)",
             TimingHint(None, at(2026, 11, 29, 15), "text"),
         ),
+        ("resets 3pm (UTC) or limit reached|1796000000", TimingHint(None, EPOCH, "text")),
+        ("limit reached|1796000000 or resets 3pm (UTC)", TimingHint(None, EPOCH, "text")),
+        # An equal instant: the first stated stands, in its own form.
+        ("try again in 3 hours, or resets 3pm (UTC)", TimingHint(10800, None, "text")),
         (
-            "limit reached|1796000000 or resets 3pm (UTC)",
-            TimingHint(None, datetime.fromtimestamp(1796000000, UTC), "text"),
+            "resets 3pm (UTC), or try again in 3 hours",
+            TimingHint(None, at(2026, 11, 29, 15), "text"),
         ),
     ],
 )
-def test_first_valid_text_hint_wins(text: str, expected: TimingHint) -> None:
+def test_the_latest_trusted_text_reset_wins(text: str, expected: TimingHint) -> None:
+    assert parse_timing(text, NOW) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # More than 30 days away: dropped, so the nearer statement stands.
+        ("try again in 40 days, or retry in 5 seconds", TimingHint(5, None, "text")),
+        # A client countdown is the agent's own backoff, never a reset.
+        (
+            "try again in 20 seconds. Retrying in 10 minutes (attempt 2/5)",
+            TimingHint(20, None, "text"),
+        ),
+        # A clock time without a zone names no instant.
+        ("try again in 20 seconds; resets 11pm", TimingHint(20, None, "text")),
+        # An instant already past is no reset.
+        (
+            "resets 2026-11-29T11:00:00Z; try again in 20 seconds",
+            TimingHint(20, None, "text"),
+        ),
+    ],
+)
+def test_an_untrusted_later_statement_takes_no_part(text: str, expected: TimingHint) -> None:
     assert parse_timing(text, NOW) == expected
 
 

@@ -13,6 +13,7 @@ import pytest
 from actors.cli.catalogue import write_classifications
 from actors.cli.main import main
 from catalogue import default_catalogue
+from catalogue.corpus_timing import score_timing
 
 CONTRACT_FIELDS = {
     "code", "error_class", "confidence", "rule", "catalogue_version", "scope",
@@ -91,6 +92,54 @@ def test_corpus_prints_the_corpus_summary(capsys: pytest.CaptureFixture[str]) ->
     out = capsys.readouterr().out
     assert "accuracy:" in out
     assert "false auto-recoveries: 0" in out
+    assert "timing hints invented: 0" in out
+
+
+def _timing_row(rid: str, text: str, timing: dict[str, object] | None) -> str:
+    row = {
+        "id": rid, "provider": "openai", "tool": "openai-python", "kind": "http_status+body",
+        "text": text, "http_status": 429, "headers": None, "code": "rate_limited",
+        "class": "transient", "timing": timing, "notes": None,
+    }  # fmt: skip
+    return json.dumps(row)
+
+
+def test_corpus_prints_the_timing_figures_corpus_score_computes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "timing.jsonl"
+    rows = [
+        _timing_row(
+            "read-20s",
+            "Rate limit reached for requests. Please try again in 20s.",
+            {"seconds": 20, "source": "message_text"},
+        ),
+        _timing_row(  # the label's hint came in a header the row does not carry
+            "missed-header",
+            "Rate limit reached for requests.",
+            {"seconds": 55, "source": "x-ratelimit-reset-requests header"},
+        ),
+        _timing_row(
+            "invented-30s", "Rate limit reached for requests. Please try again in 30s.", None
+        ),
+        _timing_row(  # a client countdown is no server hint, and none is read from it
+            "countdown",
+            "Rate limit reached. Retrying in 4 seconds (attempt 4/10)",
+            {"seconds": 4, "source": "client_backoff"},
+        ),
+    ]
+    corpus.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    assert main(["corpus", "--corpus", str(corpus)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    timing = lines[lines.index("server timing hints read: 1/2 = 50.0%") :]
+    assert timing == [
+        "server timing hints read: 1/2 = 50.0%",
+        "  missed: missed-header",
+        "timing hints invented: 1",
+        "  invented: invented-30s",
+    ]
+    figures = score_timing([json.loads(row) for row in rows], default_catalogue().classify)
+    assert (figures.read, figures.expected, figures.invented) == (1, 2, ["invented-30s"])
 
 
 def test_the_console_script_is_installed() -> None:

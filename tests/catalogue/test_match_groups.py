@@ -1,0 +1,49 @@
+"""A rule's match patterns are scanned by group (anchor word, required literal): exactly
+when one of them matches, as the plain alternation of all of them would say."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from catalogue import default_catalogue
+from catalogue.classifier import _matches
+from catalogue.rules import Rule
+from catalogue.text import TextViews, make_views
+from tests.catalogue.fixture_data import FIXTURES
+
+RULES = [r for r in default_catalogue().rules if r.match_any is not None and not r.bounded_bytes]
+# Pieces real errors are made of: every literal a rule pattern requires, and fixture text.
+LITERALS = sorted({lit for r in RULES for p in r.match_probes for lit in (p.literals or ())})
+TEXTS = ["\n".join(str(f.raw["evidence"].get(k) or "") for k in ("text", "body")) for f in FIXTURES]
+
+
+def _agrees(rule: Rule, views: TextViews) -> bool:
+    alternation = rule.match_any
+    assert alternation is not None
+    expected = any(alternation.search(view) for view in views.all)
+    return _matches(rule, views.all, views.tokens) == expected
+
+
+def test_grouped_matching_agrees_with_the_alternation_on_every_fixture() -> None:
+    disagreements = []
+    for text in TEXTS:
+        views = make_views(text)
+        disagreements += [(rule.id, text[:60]) for rule in RULES if not _agrees(rule, views)]
+    assert disagreements == []
+
+
+GLUE = [" ", "_", "-", ".", ": ", "\n  ", "x", "'", '"']
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(RULES), st.data())
+def test_grouped_matching_agrees_with_the_alternation_on_literal_mixtures(
+    rule: Rule, data: st.DataObject
+) -> None:
+    own = sorted({lit for p in rule.match_probes for lit in (p.literals or ())})
+    piece = st.one_of(st.sampled_from(own), st.sampled_from(LITERALS), st.sampled_from(GLUE))
+    text = "".join(data.draw(st.lists(piece, max_size=8)))
+    assert _agrees(rule, make_views(text)), (rule.id, text)
+    # Past SHORT_VIEW the groups are scanned probe by probe, each behind its literal.
+    assert _agrees(rule, make_views(text * 40)), (rule.id, "long view")
