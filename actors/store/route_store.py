@@ -17,6 +17,7 @@ resend happens behind the caller's back.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Self
@@ -30,6 +31,7 @@ from actors.errors import (
     InvalidRouteIdError,
     StoreUnavailableError,
     TransitionRejectedError,
+    error_text,
 )
 from actors.keys import KeySpace, valid_route_id
 from actors.routes.models import AttemptRecord, RouteEvent, RouteSnapshot, ScheduleEntry, Transition
@@ -46,6 +48,8 @@ from actors.store.route_codec import (
     transition_result,
 )
 from actors.store.scripts import script
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONNECTIONS: Final = 16
 DEFAULT_TIMEOUT_S: Final = 5.0
@@ -212,8 +216,15 @@ class RouteStore(OwnsItsClient):
             except InvalidRouteIdError:
                 continue  # not written by this store; never turned into a key
         hashes = await self._hashes(keys, "schedules")
-        # A schedule cleared between the two reads has no hash any more: it is not pending.
-        return [decode_schedule(_texts(raw)) for raw in hashes if raw]
+        entries: list[ScheduleEntry] = []
+        for key, raw in zip(keys, hashes, strict=True):
+            if not raw:  # cleared between the two reads: not pending any more
+                continue
+            try:
+                entries.append(decode_schedule(_texts(raw)))
+            except StoreUnavailableError as error:  # one bad hash never hides the others
+                log.warning("unreadable schedule %s skipped: %s", key, error_text(error))
+        return entries
 
     async def _hashes(self, keys: Sequence[str], operation: str) -> list[dict[Any, Any]]:
         """HGETALL of every key, in one pipeline, in order (one key: a plain command,

@@ -4,6 +4,8 @@ test runs on fakeredis (unit tier) and on the session's real Redis (integration 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from actors.engine.service import RouteService
@@ -13,7 +15,7 @@ from actors.routes.models import RouteSnapshot
 from policy import Outcome
 from tests.actors.conftest import Backend
 from tests.actors.route_drivers import run_service
-from tests.actors.route_scenarios import Session, candidate, profile, retries
+from tests.actors.route_scenarios import Session, candidate, overloaded, profile, retries
 
 
 @pytest.mark.parametrize(
@@ -38,6 +40,27 @@ def test_a_poisoned_route_is_its_own_error_and_the_rest_of_the_batch_goes_on(
         assert isinstance(outcomes[1], RouteSnapshot), outcomes[1]
         assert outcomes[1].state == "action_required"
         assert (await service.snapshot("healthy")).state == "action_required"
+        await client.aclose()
+
+    run_service(backend, scenario)
+
+
+def test_a_schedule_hash_that_cannot_be_read_never_hides_the_others(backend: Backend) -> None:
+    """A bad deadline in one schedule hash made every host's rehydration (which reads all
+    of its schedules) fail for good; now that one entry is skipped with a warning."""
+
+    async def scenario(service: RouteService) -> None:
+        client = backend.raw()
+        for route_id in ("healthy", "poisoned"):
+            session = Session(service, backend.clock, route_id)
+            await session.start(profile(candidate("claude", transient=retries(2, 1, Outcome.STOP))))
+            await session.fail(overloaded())
+        await client.hset(service.store.keys.schedule("poisoned"), "deadline", "not-a-time")
+        pending = await service.store.schedules()
+        assert [entry.route_id for entry in pending] == ["healthy"]
+        backend.clock.advance(timedelta(seconds=30))
+        due = await service.store.due_schedules(backend.clock.now(), limit=10)
+        assert [entry.route_id for entry in due] == ["healthy"]
         await client.aclose()
 
     run_service(backend, scenario)
