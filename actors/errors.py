@@ -10,6 +10,7 @@ Ray actor call unchanged.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "StaleOrdinalError",
     "StoreUnavailableError",
     "TransitionRejectedError",
+    "error_report",
     "error_text",
 ]
 
@@ -39,6 +41,12 @@ def error_text(error: BaseException) -> str:
     """An exception's message for a log line, a CLI message or a stored detail: sanitised
     (an exception's text may quote a credential), its type's name when it has none."""
     return sanitize(str(error) or type(error).__name__)
+
+
+def error_report(error: BaseException) -> str:
+    """An unexpected exception with its traceback, for a log: sanitised and bounded as
+    every text that leaves the runtime (a frame's line or a message may quote a secret)."""
+    return sanitize("".join(traceback.format_exception(error)))
 
 
 class InvalidIdentifierError(RecoveryError):

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Final
 
 from actors.clock import Clock
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, error_report, error_text
 from actors.keys import AttemptFence
 from actors.routes.models import (
     WAITING_STATES,
@@ -165,9 +165,11 @@ class RouteTimers:
     ) -> None:
         if isinstance(result, Exception):  # the schedule is durable: try again soon
             if isinstance(result, RecoveryError):  # Redis trouble
-                log.warning("timer of route %s could not fire, retrying: %s", route_id, result)
+                log.warning(
+                    "timer of route %s could not fire, retrying: %s", route_id, error_text(result)
+                )
             else:
-                log.error("timer of route %s failed, retrying", route_id, exc_info=result)
+                log.error("timer of route %s failed, retrying: %s", route_id, error_report(result))
             self._rearm(route_id, timer, min_delay_s=RETRY_AFTER_ERROR_S)
             return
         snapshot = result

@@ -29,7 +29,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.engine.config import DEFAULT_DATA_DIR
 from actors.engine.settings import EngineSettings
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, error_report
 from actors.hosting.ray_connect import gcs_address
 from actors.hosting.route_host import RouteHost
 from actors.keys import KeySpace
@@ -279,8 +279,8 @@ class Keeper:
             if not self._renew():
                 log.error("the installation's owner lease was lost; claiming it again")
             self._heal()
-        except Exception:  # a keeper that dies would leave the hosts unhealed for good
-            log.exception("installation keeper round failed")
+        except Exception as error:  # a keeper that dies would leave the hosts unhealed
+            log.error("installation keeper round failed: %s", error_report(error))
         with self._done:
             self.rounds += 1
             self._done.notify_all()

@@ -36,7 +36,7 @@ from redis.exceptions import RedisError
 from rq.exceptions import DuplicateJobError
 
 from actors.clock import Clock
-from actors.errors import RecoveryError, error_text
+from actors.errors import RecoveryError, error_report, error_text
 from actors.jobs.queue import dispatch_queue
 from actors.keys import KeySpace, valid_host_id
 from actors.routes.models import WAITING_STATES, RouteSnapshot
@@ -210,5 +210,6 @@ class HostBackstops:
                 log.warning(
                     "backstops of host %s not armed: %s", self.armer.host_id, error_text(error)
                 )
-            except Exception:  # never let arming take the host down
-                log.exception("arming backstops of host %s failed", self.armer.host_id)
+            except Exception as error:  # never let arming take the host down
+                host = self.armer.host_id
+                log.error("arming backstops of host %s failed: %s", host, error_report(error))

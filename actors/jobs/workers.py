@@ -53,7 +53,7 @@ from rq import Worker
 from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
 from actors.engine.config import DEFAULT_WORKER_COUNT
-from actors.errors import error_text
+from actors.errors import error_report, error_text
 
 SUPERVISE_POLL_S: Final = 0.2
 STOP_TIMEOUT_S: Final = 10.0
@@ -218,8 +218,8 @@ class WorkerPool:
         while not self._stopping.wait(self._poll_s):
             try:
                 self.supervise_once()
-            except Exception:  # keep supervising whatever one round met
-                log.exception("rq worker supervision failed; trying again")
+            except Exception as error:  # keep supervising whatever one round met
+                log.error("rq worker supervision failed; trying again: %s", error_report(error))
 
     def _spawn(self) -> WorkerProcess:
         name = f"{self.name_prefix}-{uuid.uuid4().hex[:12]}"
@@ -244,8 +244,8 @@ class WorkerPool:
             return
         try:
             self._on_death(name)
-        except Exception:
-            log.exception("handling the death of rq worker %s failed", name)
+        except Exception as error:
+            log.error("handling the death of rq worker %s failed: %s", name, error_report(error))
 
 
 def wait_registered(url: str, names: list[str], timeout_s: float) -> bool:

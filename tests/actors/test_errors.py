@@ -28,6 +28,7 @@ from actors.errors import (
     StaleOrdinalError,
     StoreUnavailableError,
     TransitionRejectedError,
+    error_report,
 )
 from actors.hosting.installation import InstallationMismatchError
 from actors.jobs.dispatcher import NotDispatched
@@ -108,3 +109,19 @@ def test_a_shell_error_keeps_its_identifiers_and_message_through_pickling(
 
 def test_a_script_error_is_still_a_value_error() -> None:
     assert issubclass(ScriptError, ValueError)
+
+
+def test_an_error_report_keeps_the_traceback_and_no_secret() -> None:
+    secret = "sk-ant-api03-" + "Q7vX2mN9pL4kR8sT1wY6zB3cD5fG0hJ"
+
+    def dispatch() -> None:
+        raise RuntimeError(f"upstream refused Authorization: Bearer {secret}")
+
+    try:
+        dispatch()
+    except RuntimeError as error:
+        report = error_report(error)
+    assert "Traceback (most recent call last)" in report
+    assert "in dispatch" in report
+    assert secret[14:30] not in report
+    assert len(report.encode()) <= 4096
