@@ -1,10 +1,13 @@
 """Controlled release: when a circuit closes, its parked routes go back in budgeted waves.
 
-Each wave holds at most max(1, floor(wave_fraction x parked)) routes, waves start one
-`wave_interval` apart, and routes are spread inside their wave by a deterministic jitter,
-never beyond `jitter_fraction` of the interval (so waves never overlap). Parked order is
-kept: the first parked is in the first wave. The jitter comes from a seed (hashed with the
-route id, reproducible on every host) or from an injected `uniform()` callable such as
+Each wave holds at most B = max(1, floor(wave_fraction x parked)) routes and waves start
+one `wave_interval` apart. Inside its wave the route at position p is released at
+(p + jitter_fraction x draw) / B of the interval: evenly spaced, so that with no jitter
+(the default) any window of one interval, aligned or not, holds at most B releases (the
+budget is held per observed second, not only per planned wave). A jitter moves a route
+within its own 1/B slot only, so a window can then hold B + 1. Parked order is kept: the
+first parked is in the first wave, first in it. The draw comes from a seed (hashed with
+the route id, reproducible on every host) or from an injected `uniform()` callable such as
 `random.Random(seed).random`; this module itself reads no randomness.
 """
 
@@ -63,7 +66,7 @@ def plan_release(
     uniform: Callable[[], float] | None = None,
     wave_fraction: float = 0.2,
     wave_interval: timedelta = timedelta(seconds=1),
-    jitter_fraction: float = 0.5,
+    jitter_fraction: float = 0.0,
 ) -> ReleasePlan:
     """Release `route_ids` (parked order; duplicates released once) from `start` on."""
     start = to_utc(start)
@@ -79,9 +82,11 @@ def plan_release(
         slots = [
             ReleaseSlot(
                 route_id,
-                wave_start + wave_interval * (jitter_fraction * _draw(uniform, seed, route_id)),
+                wave_start
+                + wave_interval
+                * ((position + jitter_fraction * _draw(uniform, seed, route_id)) / budget),
             )
-            for route_id in unique[index : index + budget]
+            for position, route_id in enumerate(unique[index : index + budget])
         ]
         waves.append(tuple(sorted(slots, key=lambda slot: (slot.release_at, slot.route_id))))
     return ReleasePlan(budget=budget, waves=tuple(waves))

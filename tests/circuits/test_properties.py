@@ -115,7 +115,8 @@ def test_open_until_is_never_before_a_trusted_reset_nor_beyond_the_cap(
     assert state.open_until is not None
     assert reset is not None
     assert min(reset, T0 + MAX_OPEN) <= state.open_until <= T0 + MAX_OPEN
-    assert state.open_until >= at(SETTINGS.initial_backoff_s)
+    jitter = SETTINGS.reset_jitter_span_s(reset_s)
+    assert state.open_until <= reset + timedelta(seconds=jitter)  # the hint, not a backoff
 
 
 @settings(max_examples=200, deadline=None)
