@@ -141,7 +141,7 @@ def next_change_at(state: CircuitState) -> datetime | None:
     return None
 
 
-def record_failure(  # noqa: PLR0913 - the failure, then how it counts
+def record_failure(
     state: CircuitState,
     failure: FailureLike,
     route_id: str,
@@ -270,7 +270,7 @@ def jittered_reset(
     return min(until, now + timedelta(seconds=settings.max_open_s))
 
 
-def _open_until(  # noqa: PLR0917 - one computation, spelled out
+def _open_until(
     now: datetime,
     backoff_s: float,
     reset: datetime | None,
@@ -336,8 +336,10 @@ def _count_transient(
     horizon = now - timedelta(seconds=settings.transient_window_s)
     kept = (m for m in state.recent_failures if m.at > horizon)
     recent = (*kept, mark)[-settings.max_recent_failures :]
-    if _qualifies(recent, settings) if min_models <= 1 else _models_qualify(
-        recent, settings, min_models
+    if (
+        _qualifies(recent, settings)
+        if min_models <= 1
+        else _models_qualify(recent, settings, min_models)
     ):
         resets = [m.reset_at for m in recent if m.reset_at is not None and m.reset_at > now]
         return _open(state, mark.code, now, max(resets, default=None), settings, seed)

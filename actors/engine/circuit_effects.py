@@ -52,6 +52,7 @@ from actors.routes.circuit_board import (
     CircuitBoard,
     candidate_key,
     covering,
+    fold,
 )
 from actors.routes.commands import (
     FireDue,
@@ -309,18 +310,21 @@ class CircuitEffects:
         self, board: CircuitBoard, after: dict[str, RouteSnapshot], now: datetime
     ) -> None:
         for resource_id, noted in board.failures.items():
-            counted = [(failure, route_id) for failure, route_id in noted if route_id in after]
+            counted = [entry for entry in noted if entry.route_id in after]
             view = board.read.get(resource_id)
             if view is None or not counted:
                 continue
             folded = view.state
-            for failure, route_id in counted:
-                folded = machine.record_failure(
-                    folded, failure, route_id, now, self.binding.settings
-                )
+            for entry in counted:
+                folded = fold(folded, entry, now, self.binding.settings, resource_id)
             if folded == view.state:
                 continue  # already open (or nothing counts): no write on a hot circuit
-            written = await self.circuits.record_failures(view.resource, counted, now)
+            written = await self.circuits.record_failures(
+                view.resource,
+                [(entry.failure, entry.route_id) for entry in counted],
+                now,
+                models=[(entry.model, entry.min_models) for entry in counted],
+            )
             if written.status is not view.status:
                 self._observe_change(written.status)
 

@@ -224,9 +224,7 @@ def test_a_later_reset_while_open_extends_but_never_shortens() -> None:
     assert longer.open_until == at(900)
     newest = record_failure(longer, failure("quota_limited", reset_at=at(1800)), "b", at(6), EXACT)
     assert newest.open_until == at(1800)
-    shorter = record_failure(
-        newest, failure("rate_limited", retry_after_s=10), "c", at(6), EXACT
-    )
+    shorter = record_failure(newest, failure("rate_limited", retry_after_s=10), "c", at(6), EXACT)
     assert shorter == newest
     plain = record_failure(newest, failure("network_unavailable"), "c", at(7), EXACT)
     assert plain == newest
@@ -407,9 +405,7 @@ def test_a_lease_needs_a_caller_and_a_positive_ttl(caller: str, ttl: timedelta) 
 
 def _on(state: CircuitState, model: str, route: str, seconds: float) -> CircuitState:
     unavailable = failure("provider_unavailable")
-    return record_failure(
-        state, unavailable, route, at(seconds), EXACT, model=model, min_models=2
-    )
+    return record_failure(state, unavailable, route, at(seconds), EXACT, model=model, min_models=2)
 
 
 def test_one_failing_model_never_opens_the_provider_wide_circuit() -> None:

@@ -81,9 +81,7 @@ def test_an_injected_uniform_source_replaces_the_hashed_jitter() -> None:
     fixed = plan_release(ROUTES[:10], T0, uniform=lambda: 0.0, jitter_fraction=0.5)
     even = plan_release(ROUTES[:10], T0)
     assert fixed == even
-    assert Counter(slot.release_at for slot in fixed.slots) == {
-        at(i / 2): 1 for i in range(10)
-    }
+    assert Counter(slot.release_at for slot in fixed.slots) == {at(i / 2): 1 for i in range(10)}
 
 
 def test_a_uniform_source_outside_the_unit_interval_is_refused() -> None:
