@@ -95,6 +95,7 @@ class ReleaseSettings:
     wave_fraction: float = 0.2
     wave_interval: timedelta = timedelta(seconds=1)
     jitter_fraction: float = 0.0
+    headroom: float = 0.1
 
 
 def aware(field: str, moment: object) -> datetime:

@@ -207,6 +207,7 @@ class CircuitChanges:
             wave_fraction=self.release.wave_fraction,
             wave_interval=self.release.wave_interval,
             jitter_fraction=self.release.jitter_fraction,
+            headroom=self.release.headroom,
         )
         return ProbeOutcome(accepted=True, view=written.view, release=release)
 
