@@ -82,13 +82,16 @@ def plan_release(
     unique = tuple(dict.fromkeys(route_ids))
     budget = wave_budget(len(unique), wave_fraction)
     waves: list[tuple[ReleaseSlot, ...]] = []
-    slot = wave_interval * ((1 + headroom) / budget)
+    slot_s = wave_interval.total_seconds() * (1 + headroom) / budget
     for index in range(0, len(unique), budget):
         slots = [
             ReleaseSlot(
                 route_id,
                 start
-                + slot * (index + position + jitter_fraction * _draw(uniform, seed, route_id)),
+                + timedelta(
+                    seconds=slot_s
+                    * (index + position + jitter_fraction * _draw(uniform, seed, route_id))
+                ),
             )
             for position, route_id in enumerate(unique[index : index + budget])
         ]
