@@ -216,3 +216,28 @@ async def test_a_quota_on_one_account_parks_only_the_routes_of_that_account(
         assert key is not None
         views = await circuits.views([k for _, k in covering(key)])
         assert any(v.status is not CircuitStatus.CLOSED for v in views)
+
+
+@run_async
+async def test_a_start_whose_probe_fails_reopens_the_circuit_for_the_next_backoff(
+    real_backend: Backend,
+) -> None:
+    clock, shape = real_backend.clock, issue_profile()
+    down = openai(503, OVERLOADED_BODY)
+    async with service(real_backend) as (svc, circuits):
+        routes = [await one(svc, f"r-{n}", Start(shape, "kanban", "inv")) for n in range(3)]
+        for route in routes:
+            await one(svc, route.route_id, failure(route, down))
+        model = circuit(shape, "primary", 2)
+        opened = await circuits.view(model)
+        assert opened.open_until is not None
+        clock.set(opened.open_until)
+        probe = await one(svc, "r-probe", Start(shape, "kanban", "inv"))
+        assert probe.probe_token is not None
+        failed_at = clock.advance(timedelta(seconds=1))
+        after = await one(svc, "r-probe", failure(probe, down))
+        reopened = await circuits.view(model)
+        assert reopened.status is CircuitStatus.OPEN
+        assert reopened.open_until == failed_at + timedelta(seconds=120)  # doubled backoff
+        # its retries (1 + 2 s) end long before that: it moves on to the fallback
+        assert (after.candidate_id, after.probe_token) == ("fallback", None)
