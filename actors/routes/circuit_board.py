@@ -139,13 +139,6 @@ class Counted:
     min_models: int = 1
 
 
-def failure_resource(key: ResourceKey, scope: Scope) -> ResourceKey | None:
-    """The narrowest circuit a failure of `scope` on candidate `key` counts against
-    (None for request scope)."""
-    targets = failure_targets(key, scope, "")
-    return targets[0][0] if targets else None
-
-
 @dataclass(frozen=True, slots=True)
 class Dispatch:
     """Every covering circuit is closed: the attempt dispatches."""
