@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -172,21 +172,28 @@ def new_record(
 # -- the owner's hosts ---------------------------------------------------------------------
 
 
-def create_host(prefix: str, index: int, url: str, settings: EngineSettings) -> Any:
-    """The named, detached host `index` (found when it exists), placed by `spread`."""
+def create_host(
+    prefix: str, index: int, url: str, settings: EngineSettings, nodes: Sequence[str]
+) -> Any:
+    """The named, detached host `index` (found when it exists), placed by `spread` over
+    `nodes` (`alive_nodes()`, read once for all the hosts being created)."""
     return RemoteRouteHost.options(
         name=host_name(prefix, index), namespace=NAMESPACE, get_if_exists=True, num_cpus=0,
-        lifetime="detached", scheduling_strategy=spread(index),
+        lifetime="detached", scheduling_strategy=spread(index, nodes),
     ).remote(host_id(index), url, settings)  # fmt: skip
 
 
-def spread(index: int) -> Any:
+def alive_nodes() -> list[str]:
+    """The cluster's alive nodes, by id."""
+    return sorted(node["NodeID"] for node in ray.nodes() if node["Alive"])  # type: ignore[no-untyped-call]  # Ray ships it untyped
+
+
+def spread(index: int, nodes: Sequence[str]) -> Any:
     """Host `index` on the cluster's alive nodes in turn (by node id), so that Ray does
     not pack every host on the head: Ray's SPREAD, and a soft affinity, left both hosts of
     a two-node cluster on one node for actors that ask for no CPU (measured). Hard: when
     the node is lost the host cannot restart there and dies, and the keeper recreates it
     on the nodes alive then."""
-    nodes = sorted(node["NodeID"] for node in ray.nodes() if node["Alive"])  # type: ignore[no-untyped-call]  # Ray ships it untyped
     if len(nodes) < 2:
         return "DEFAULT"
     return NodeAffinitySchedulingStrategy(node_id=nodes[index % len(nodes)], soft=False)
@@ -195,15 +202,15 @@ def spread(index: int) -> Any:
 def owned_hosts(url: str, settings: EngineSettings, count: int) -> list[Any]:
     """The owner's hosts, ready: those a previous owner left running are kept when they
     write with these settings, else replaced."""
-    prefix = settings.key_prefix
-    hosts = [create_host(prefix, index, url, settings) for index in range(count)]
+    prefix, nodes = settings.key_prefix, alive_nodes()
+    hosts = [create_host(prefix, index, url, settings, nodes) for index in range(count)]
     wanted = (settings.public(), settings.key_digest())
     for index, found in enumerate(ray.get([host.settings_digest.remote() for host in hosts])):
         if tuple(found) != wanted:
             log.warning("route host %s ran with other settings: replaced", index)
             ray.kill(hosts[index], no_restart=True)
             wait_host_gone(prefix, index)
-            hosts[index] = create_host(prefix, index, url, settings)
+            hosts[index] = create_host(prefix, index, url, settings, nodes)
     ray.get([host.ready.remote() for host in hosts])
     return hosts
 

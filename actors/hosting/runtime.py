@@ -47,6 +47,7 @@ from actors.hosting.installation import (
     InstallationMismatchError,
     Keeper,
     RemoteRouteHost,
+    alive_nodes,
     create_host,
     embedded_url,
     host_alive,
@@ -270,15 +271,14 @@ class RecoveryRuntime:
 
     def _heal(self) -> None:
         """The keeper's round: recreate every host that vanished, then reconcile."""
-        healed = False
-        for index in range(len(self.hosts)):
-            if not host_alive(self.key_prefix, index):
-                log.warning("route host %s vanished: recreating it", index)
-                host = create_host(self.key_prefix, index, self.url, self.settings)
-                ray.get(host.ready.remote())
-                self.hosts[index] = host
-                healed = True
-        if healed and self.dispatcher is not None:
+        vanished = [i for i in range(len(self.hosts)) if not host_alive(self.key_prefix, i)]
+        nodes = alive_nodes() if vanished else []
+        for index in vanished:
+            log.warning("route host %s vanished: recreating it", index)
+            host = create_host(self.key_prefix, index, self.url, self.settings, nodes)
+            ray.get(host.ready.remote())
+            self.hosts[index] = host
+        if vanished and self.dispatcher is not None:
             log.warning("after recreating route hosts, reconciliation: %s", self.reconcile())
 
     def _worker_env(self) -> dict[str, str]:

@@ -93,6 +93,7 @@ class OwnerLease:
     ) -> None:
         self.keys = keys
         self.token = token
+        self._connection = connection
         self.ttl_ms = max(1, round(ttl_s * 1000))
         self._run = connection.register_script(script("installation_owner").source)
 
@@ -110,7 +111,7 @@ class OwnerLease:
     def holder(self) -> str | None:
         """The token holding the lease now (None: no live owner)."""
         try:
-            found = self._run.registered_client.get(self.keys.installation_owner)
+            found = self._connection.get(self.keys.installation_owner)
         except redis.RedisError as error:
             raise StoreUnavailableError("installation owner read", str(error)) from error
         return None if found is None else _text(found)
