@@ -74,6 +74,18 @@ def per_second(intervals: Sequence[Interval], origin: float) -> list[int]:
     return counts
 
 
+def max_per_window(intervals: Sequence[Interval], origin: float, window_s: float = 1.0) -> int:
+    """The most sends started in any window of `window_s` (closed, at any offset, not only
+    whole seconds) at or after `origin`."""
+    starts = sorted(i.started for i in intervals if i.started >= origin)
+    most = first = 0
+    for last, moment in enumerate(starts):
+        while moment - starts[first] > window_s:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
 def started_within(intervals: Sequence[Interval], begin: float, end: float) -> int:
     return sum(1 for i in intervals if begin <= i.started < end)
 

@@ -60,13 +60,13 @@ def rate_limited(retry_after_s: int) -> Evidence:
 
 
 def profile() -> DynamicProfile:
-    """One Claude candidate: transient failures retried 3 x from 30 s, then stop. A retry
-    horizon of 30 + 60 + 120 s: a route stops rather than park on a circuit open beyond
-    its retry horizon, and the circuit's first open period is 60 s."""
+    """One Claude candidate: a transient failure with a trusted reset waits for it (up to
+    60 s, once per cycle), else it is retried 3 x from 30 s, then stop. So each route's
+    own wait ends at the 429's reset, when the circuit opened by it (open until that reset,
+    plus its jitter) expires: every route is parked on the circuit and due at its expiry."""
     retry = RetryPolicy(enabled=True, max_retries=3, initial_interval_seconds=30)
-    transient = ClassPolicy(
-        retry=retry, wait_for_reset=WaitForResetPolicy.disabled(), on_exhausted=Outcome.STOP
-    )
+    wait = WaitForResetPolicy(enabled=True, max_wait_seconds=60)
+    transient = ClassPolicy(retry=retry, wait_for_reset=wait, on_exhausted=Outcome.STOP)
     candidate = Candidate(
         id="claude", agent="claude-acp", provider="anthropic", transient=transient,
         hard=ClassPolicy.immediately(Outcome.STOP),

@@ -4,8 +4,12 @@
     half_open ──probe success──▶ closed
     half_open ──probe failure──▶ open (next backoff)
 
-Only `closed` is eligible for dispatch. An open circuit stays open until
-max(now + backoff, trusted reset), capped at `max_open_s`. After that exactly one caller
+Only `closed` is eligible for dispatch. Hints before backoff: a circuit opened by a
+failure with a trusted reset stays open until that reset (plus a small deterministic
+jitter, circuits.settings); one opened without a hint stays open for the first backoff.
+A probe failure reopens it for the next (growing) backoff, or until its own trusted
+reset when that is later. While open, a newer trusted reset moves open-until later,
+never earlier; nothing is open beyond `max_open_s`. After that exactly one caller
 gets the probe lease; its owner token fences its result, so a stale prober's late report
 is ignored, and an expired lease lets exactly one new caller take over.
 """
@@ -19,6 +23,7 @@ from typing import Final, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from circuits.qualify import FailureLike, Severity, severity, trusted_reset
+from circuits.release import hashed_jitter
 from circuits.settings import CircuitSettings, UtcDatetime, to_utc
 
 _FROZEN: Final = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +51,8 @@ class FailureMark(BaseModel):
     route_id: str = Field(min_length=1)
     code: str
     reset_at: UtcDatetime | None = None
+    model: str | None = None
+    opens: bool = False
 
 
 class ProbeLease(BaseModel):
@@ -140,21 +147,32 @@ def record_failure(
     route_id: str,
     now: datetime,
     settings: CircuitSettings,
+    *,
+    seed: str = "",
+    model: str | None = None,
+    min_models: int = 1,
 ) -> CircuitState:
-    """Count a failure seen by `route_id` on this resource."""
+    """Count a failure seen by `route_id` (on `model`) on this resource. `seed` makes the
+    reset jitter (use the resource id). With `min_models` > 1 (a provider-wide circuit
+    fed by its models' failures) it opens only once failures of at least that many
+    distinct models are in the window, each enough to open its own model's circuit (a
+    hard one, or the transient threshold counted over the window)."""
     now = to_utc(now)
     kind = severity(failure, now)
     if kind is Severity.IGNORED:
         return state
     reset = trusted_reset(failure, now)
     if state.status is CircuitStatus.OPEN:
-        return _extend_to_reset(state, reset, now, settings)
+        return _extend_to_reset(state, reset, now, settings, seed)
     if state.status is CircuitStatus.HALF_OPEN:
         return state  # the probe decides
-    if kind is Severity.OPENS:
-        return _open(state, failure.code, now, reset, settings)
-    mark = FailureMark(at=now, route_id=route_id, code=failure.code, reset_at=reset)
-    return _count_transient(state, mark, settings)
+    opens = kind is Severity.OPENS
+    if opens and min_models <= 1:
+        return _open(state, failure.code, now, reset, settings, seed)
+    mark = FailureMark(
+        at=now, route_id=route_id, code=failure.code, reset_at=reset, model=model, opens=opens
+    )
+    return _count_transient(state, mark, settings, seed, min_models)
 
 
 def acquire_probe(
@@ -206,10 +224,11 @@ def record_probe_result(
     settings: CircuitSettings,
     *,
     reset_at: datetime | None = None,
+    seed: str = "",
 ) -> CircuitState:
-    """Close on success; reopen with the next backoff on failure (honouring the probe
-    failure's trusted `reset_at`). A result from anyone but the live lease's owner is
-    ignored: the state comes back unchanged."""
+    """Close on success; reopen with the next backoff on failure (until the probe
+    failure's trusted `reset_at` instead when that is later). A result from anyone but
+    the live lease's owner is ignored: the state comes back unchanged."""
     now = to_utc(now)
     if not holds_probe(state, owner_token, now):
         return state
@@ -222,7 +241,7 @@ def record_probe_result(
             "status": CircuitStatus.OPEN,
             "lease": None,
             "failed_probes": failed,
-            "open_until": _open_until(now, settings.backoff_s(failed), reset, settings),
+            "open_until": _open_until(now, settings.backoff_s(failed), reset, settings, seed),
         }
     )
 
@@ -241,28 +260,49 @@ def _grant(lease: ProbeLease) -> ProbeGrant:
     )
 
 
-def _open_until(
-    now: datetime, backoff_s: float, reset: datetime | None, settings: CircuitSettings
+def jittered_reset(
+    reset: datetime, now: datetime, settings: CircuitSettings, seed: str = ""
 ) -> datetime:
-    until = now + timedelta(seconds=backoff_s)
-    if reset is not None and reset > until:
-        until = reset
+    """A trusted reset plus its deterministic jitter (the same for the same seed and
+    reset on every host), capped at `max_open_s` from now."""
+    span = settings.reset_jitter_span_s((reset - now).total_seconds())
+    until = reset + timedelta(seconds=span * hashed_jitter(seed, reset.isoformat()))
     return min(until, now + timedelta(seconds=settings.max_open_s))
 
 
-def _open(
+def _open_until(
+    now: datetime,
+    backoff_s: float,
+    reset: datetime | None,
+    settings: CircuitSettings,
+    seed: str,
+) -> datetime:
+    until = now + timedelta(seconds=backoff_s)
+    if reset is not None and reset > until:
+        until = jittered_reset(reset, now, settings, seed)
+    return min(until, now + timedelta(seconds=settings.max_open_s))
+
+
+def _open(  # noqa: PLR0917 - one change, spelled out
     state: CircuitState,
     code: str,
     now: datetime,
     reset: datetime | None,
     settings: CircuitSettings,
+    seed: str,
 ) -> CircuitState:
+    """Open: until the trusted reset when there is one (hints before backoff), else for
+    the first backoff."""
+    if reset is not None:
+        until = jittered_reset(reset, now, settings, seed)
+    else:
+        until = _open_until(now, settings.backoff_s(0), None, settings, seed)
     return state.model_copy(
         update={
             "status": CircuitStatus.OPEN,
             "recent_failures": (),
             "opened_at": now,
-            "open_until": _open_until(now, settings.backoff_s(0), reset, settings),
+            "open_until": until,
             "reason": code,
             "failed_probes": 0,
         }
@@ -270,29 +310,65 @@ def _open(
 
 
 def _extend_to_reset(
-    state: CircuitState, reset: datetime | None, now: datetime, settings: CircuitSettings
+    state: CircuitState,
+    reset: datetime | None,
+    now: datetime,
+    settings: CircuitSettings,
+    seed: str,
 ) -> CircuitState:
     assert state.open_until is not None  # guaranteed by CircuitState's validator
     if reset is None or reset <= state.open_until:
         return state
-    capped = min(reset, now + timedelta(seconds=settings.max_open_s))
+    capped = jittered_reset(reset, now, settings, seed)
     if capped <= state.open_until:
         return state
     return state.model_copy(update={"open_until": capped})
 
 
 def _count_transient(
-    state: CircuitState, mark: FailureMark, settings: CircuitSettings
+    state: CircuitState,
+    mark: FailureMark,
+    settings: CircuitSettings,
+    seed: str,
+    min_models: int,
 ) -> CircuitState:
     now = mark.at
     horizon = now - timedelta(seconds=settings.transient_window_s)
     kept = (m for m in state.recent_failures if m.at > horizon)
     recent = (*kept, mark)[-settings.max_recent_failures :]
-    routes = {m.route_id for m in recent}
-    if len(recent) >= settings.transient_threshold and len(routes) >= settings.min_distinct_routes:
+    if (
+        _qualifies(recent, settings)
+        if min_models <= 1
+        else _models_qualify(recent, settings, min_models)
+    ):
         resets = [m.reset_at for m in recent if m.reset_at is not None and m.reset_at > now]
-        return _open(state, mark.code, now, max(resets, default=None), settings)
+        return _open(state, mark.code, now, max(resets, default=None), settings, seed)
     return state.model_copy(update={"recent_failures": recent})
+
+
+def _qualifies(marks: tuple[FailureMark, ...], settings: CircuitSettings) -> bool:
+    """The transient threshold: enough failures, from enough distinct routes."""
+    routes = {m.route_id for m in marks}
+    return len(marks) >= settings.transient_threshold and (
+        len(routes) >= settings.min_distinct_routes
+    )
+
+
+def _models_qualify(
+    marks: tuple[FailureMark, ...], settings: CircuitSettings, min_models: int
+) -> bool:
+    """At least `min_models` distinct models each have failures that would open their
+    own circuit: a hard (opening) one, or the transient threshold."""
+    by_model: dict[str, list[FailureMark]] = {}
+    for mark in marks:
+        if mark.model is not None:
+            by_model.setdefault(mark.model, []).append(mark)
+    failing = sum(
+        1
+        for found in by_model.values()
+        if any(m.opens for m in found) or _qualifies(tuple(found), settings)
+    )
+    return failing >= min_models
 
 
 def probe_due(state: CircuitState, now: datetime) -> bool:

@@ -1,10 +1,15 @@
 """Controlled release: when a circuit closes, its parked routes go back in budgeted waves.
 
-Each wave holds at most max(1, floor(wave_fraction x parked)) routes, waves start one
-`wave_interval` apart, and routes are spread inside their wave by a deterministic jitter,
-never beyond `jitter_fraction` of the interval (so waves never overlap). Parked order is
-kept: the first parked is in the first wave. The jitter comes from a seed (hashed with the
-route id, reproducible on every host) or from an injected `uniform()` callable such as
+Each wave holds at most B = max(1, floor(wave_fraction x parked)) routes. Routes are
+released one slot apart, a slot being (1 + headroom) x wave_interval / B, so a wave
+lasts (1 + headroom) intervals and the next starts where it ends: evenly spaced, so that
+with no jitter (the default) any window of one interval, aligned or not, open or closed,
+holds at most B releases, with `headroom` (10 %) left for the lateness of timers and
+queues between a slot and the dispatch it starts (the budget is held per observed
+second, not only per planned wave). A jitter moves a route within its own slot only.
+Parked order is kept: the
+first parked is in the first wave, first in it. The draw comes from a seed (hashed with
+the route id, reproducible on every host) or from an injected `uniform()` callable such as
 `random.Random(seed).random`; this module itself reads no randomness.
 """
 
@@ -63,7 +68,8 @@ def plan_release(
     uniform: Callable[[], float] | None = None,
     wave_fraction: float = 0.2,
     wave_interval: timedelta = timedelta(seconds=1),
-    jitter_fraction: float = 0.5,
+    jitter_fraction: float = 0.0,
+    headroom: float = 0.1,
 ) -> ReleasePlan:
     """Release `route_ids` (parked order; duplicates released once) from `start` on."""
     start = to_utc(start)
@@ -71,17 +77,23 @@ def plan_release(
         raise ValueError(f"wave_interval {wave_interval} must be positive")
     if not 0 <= jitter_fraction < 1:
         raise ValueError(f"jitter_fraction {jitter_fraction} must be in [0, 1)")
+    if not 0 <= headroom <= 1:
+        raise ValueError(f"headroom {headroom} must be in [0, 1]")
     unique = tuple(dict.fromkeys(route_ids))
     budget = wave_budget(len(unique), wave_fraction)
     waves: list[tuple[ReleaseSlot, ...]] = []
+    slot_s = wave_interval.total_seconds() * (1 + headroom) / budget
     for index in range(0, len(unique), budget):
-        wave_start = start + wave_interval * (index // budget)
         slots = [
             ReleaseSlot(
                 route_id,
-                wave_start + wave_interval * (jitter_fraction * _draw(uniform, seed, route_id)),
+                start
+                + timedelta(
+                    seconds=slot_s
+                    * (index + position + jitter_fraction * _draw(uniform, seed, route_id))
+                ),
             )
-            for route_id in unique[index : index + budget]
+            for position, route_id in enumerate(unique[index : index + budget])
         ]
         waves.append(tuple(sorted(slots, key=lambda slot: (slot.release_at, slot.route_id))))
     return ReleasePlan(budget=budget, waves=tuple(waves))

@@ -5,12 +5,17 @@ stored as such: its binding (an account id, a profile name, a key id) is reduced
 HMAC-SHA256 fingerprint under the installation's secret key, so two installations never
 share fingerprints and a fingerprint never reveals the account it stands for.
 
-A failure's classification scope says how much of that binding is broken:
+A failure's classification scope says how much of that binding is broken, and the
+circuit it touches is the narrowest the evidence supports (README, "Circuit scope"):
 
-- `provider` scope opens the provider-wide circuit (every account, every model);
-- `account` and `profile` scope open the circuit of that credential (every model);
-- `model` scope opens the circuit of that model under that credential;
-- `request` scope breaks no shared resource (no circuit).
+- `request` scope breaks no shared resource (no circuit);
+- `model` scope: the circuit of that model under that credential;
+- `account` and `profile` scope: the circuit of that credential (every model);
+- `provider` scope: still the circuit of that model under that credential (a server error
+  of one model says nothing about the others), unless the evidence itself says the whole
+  provider is down (PROVIDER_WIDE_CODES: the provider could not be reached at all), or
+  failures of at least two of the provider's models arrive within the window: then the
+  provider-wide circuit (every account, every model) opens too.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ class Granularity(StrEnum):
 
 
 SCOPE_GRANULARITY: Final[dict[Scope, Granularity | None]] = {
-    Scope.PROVIDER: Granularity.PROVIDER,
+    Scope.PROVIDER: Granularity.MODEL,
     Scope.ACCOUNT: Granularity.ACCOUNT,
     Scope.PROFILE: Granularity.ACCOUNT,
     Scope.MODEL: Granularity.MODEL,
@@ -45,9 +50,25 @@ SCOPE_GRANULARITY: Final[dict[Scope, Granularity | None]] = {
 }
 
 
+PROVIDER_WIDE_CODES: Final = frozenset({"network_unavailable"})
+"""Provider-scope codes whose evidence says the whole provider is down: it could not be
+reached at all (no model answered), so every model and account behind it is broken."""
+PROVIDER_WIDE_MIN_MODELS: Final = 2
+"""Failures of this many distinct models of one provider within the window open the
+provider-wide circuit."""
+
+
 def granularity_for(scope: Scope) -> Granularity | None:
     """The circuit granularity a classification scope breaks; None for request scope."""
     return SCOPE_GRANULARITY[scope]
+
+
+def account_binding(account: str) -> str:
+    """The credential binding of a candidate that names its account (or key) label: the
+    label itself, in a namespace no adapter binding (`<provider>\\0<agent>`) can reach."""
+    if not account:
+        raise ValueError("account label must not be empty")
+    return f"account\x00{account}"
 
 
 def credential_fingerprint(binding: str, installation_key: bytes) -> str:
@@ -120,8 +141,29 @@ class ResourceKey(BaseModel):
 
 def resource_key_for(candidate: ResourceKey, scope: Scope) -> ResourceKey | None:
     """The circuit a failure of `scope` on `candidate` opens; None when it opens none."""
+    targets = failure_targets(candidate, scope, "")
+    return targets[0][0] if targets else None
+
+
+def failure_targets(
+    candidate: ResourceKey, scope: Scope, code: str
+) -> tuple[tuple[ResourceKey, int], ...]:
+    """The circuits a failure of `scope` and `code` on `candidate` counts against, each
+    with the distinct models its opening needs (1: the usual rule; more: the provider-wide
+    circuit fed by its models' failures). Never finer than the candidate's own key."""
     granularity = granularity_for(scope)
-    return None if granularity is None else candidate.narrowed_to(granularity)
+    if granularity is None:
+        return ()
+    order = list(Granularity)
+    if scope is Scope.PROVIDER and code in PROVIDER_WIDE_CODES:
+        return ((candidate.narrowed_to(Granularity.PROVIDER), 1),)
+    if order.index(granularity) > order.index(candidate.granularity):
+        own = candidate
+    else:
+        own = candidate.narrowed_to(granularity)
+    if scope is not Scope.PROVIDER:
+        return ((own, 1),)
+    return ((own, 1), (candidate.narrowed_to(Granularity.PROVIDER), PROVIDER_WIDE_MIN_MODELS))
 
 
 def covering_keys(candidate: ResourceKey) -> tuple[ResourceKey, ...]:

@@ -24,7 +24,11 @@ class CircuitSettings(BaseModel):
     """Transient failures open a circuit after `transient_threshold` of them within
     `transient_window_s` from at least `min_distinct_routes` routes. Backoff starts at
     `initial_backoff_s`, doubles on each failed probe and is capped at `max_backoff_s`; a
-    circuit is never open for longer than `max_open_s`, whatever reset a provider claims."""
+    circuit is never open for longer than `max_open_s` (30 days: the catalogue drops
+    hints beyond that), whatever reset a provider claims. A circuit opened by a failure
+    with a trusted reset is open until that reset plus a deterministic jitter of at most
+    min(`reset_jitter_s`, `reset_jitter_fraction` x the wait), so circuits sharing one
+    reset do not all expire in the same instant."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -33,7 +37,9 @@ class CircuitSettings(BaseModel):
     min_distinct_routes: int = Field(default=2, ge=1, le=1000)
     initial_backoff_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     max_backoff_s: float = Field(default=3600.0, gt=0, allow_inf_nan=False)
-    max_open_s: float = Field(default=7 * SECONDS_PER_DAY, gt=0, allow_inf_nan=False)
+    max_open_s: float = Field(default=30 * SECONDS_PER_DAY, gt=0, allow_inf_nan=False)
+    reset_jitter_s: float = Field(default=1.0, ge=0, le=3600, allow_inf_nan=False)
+    reset_jitter_fraction: float = Field(default=0.1, ge=0, le=1, allow_inf_nan=False)
     max_recent_failures: int = Field(default=256, ge=1, le=100_000)
 
     @model_validator(mode="after")
@@ -58,3 +64,7 @@ class CircuitSettings(BaseModel):
         """The open period after `failed_probes` consecutive failed probes (0: first open)."""
         doublings = min(failed_probes, 64)
         return float(min(self.initial_backoff_s * 2.0**doublings, self.max_backoff_s))
+
+    def reset_jitter_span_s(self, wait_s: float) -> float:
+        """The most jitter added to a trusted reset that is `wait_s` away."""
+        return max(0.0, min(self.reset_jitter_s, self.reset_jitter_fraction * wait_s))

@@ -21,6 +21,9 @@ MAX_INITIAL_INTERVAL_SECONDS: Final = 3600
 MAX_WAIT_SECONDS: Final = 7 * 24 * 3600
 MAX_CANDIDATE_ID_CHARS: Final = 128
 MAX_CANDIDATES: Final = 32  # a profile is a fallback order, not a catalogue
+ACCOUNT_LABEL_PATTERN: Final = r"^[A-Za-z0-9._:@/+-]{1,128}$"
+"""A candidate's credential binding label: an account or key name the orchestrator
+chooses (never the secret itself); its circuits are keyed by an HMAC of it."""
 
 # The two classes a policy configures; `none` and `unclassified` always stop.
 POLICY_CLASSES: Final = (ErrorClass.TRANSIENT, ErrorClass.HARD)
@@ -202,6 +205,7 @@ class Candidate(BaseModel):
     agent: str = Field(min_length=1)
     provider: str | None = None
     model: str | None = None
+    account: str | None = Field(default=None, pattern=ACCOUNT_LABEL_PATTERN)
     enabled: bool = Field(default=True, strict=True)
     transient: ClassPolicy
     hard: ClassPolicy

@@ -9,8 +9,11 @@ skip-now, a start, a start fresh) those of every candidate it may choose
 its open-until, or a probe lease expired) and that a due attempt of the round waits on,
 the first such attempt asks for the probe lease (the store's Lua guard makes it
 exclusive across every host and runtime): a grant makes that attempt the probe, a denial
-(another host holds it) parks the others until its `retry_at`. Both go into the
-CircuitBoard the round plans with; planning stays pure.
+(another host holds it) parks the others until its `retry_at`. A start (or start fresh)
+does the same for the first of its candidates that is not closed, whose probe is due and
+that comes before any closed one: an expired circuit is probed by the next route that
+could use it, not only by a route already parked on it. Both go into the CircuitBoard the
+round plans with; planning stays pure.
 
 After the round's transitions are applied (`settle`), in this order:
 1. probe verdicts: a route that held a probe lease and whose transition ended it reports
@@ -46,12 +49,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from actors.engine.circuit_probes import take_probes
 from actors.errors import CorruptProfileError, RecoveryError, error_text
 from actors.routes.circuit_board import (
     CircuitBinding,
     CircuitBoard,
     candidate_key,
     covering,
+    fold,
 )
 from actors.routes.commands import (
     FireDue,
@@ -69,18 +74,13 @@ from actors.routes.commands import (
 )
 from actors.routes.eligibility import candidate_resources
 from actors.routes.models import WAITING_STATES, RouteSnapshot
-from actors.routes.parking import would_dispatch_now
 from actors.routes.profiles import RouteProfile, profile_from_json
 from actors.store.circuit_store import CircuitStore
 from actors.store.route_store import RouteStore
 from circuits import (
     CircuitStatus,
-    DenialReason,
-    ProbeDenied,
-    ProbeGrant,
     ReleasePlan,
     ResourceKey,
-    machine,
 )
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class CircuitEffects:
             wanted.update(self._choosable(command, snapshot, choosing))
         views = await self.circuits.views(list(wanted.values())) if wanted else []
         board = CircuitBoard(self.binding, views)
-        await self._take_probes(board, items, snapshots, now)
+        await take_probes(self.circuits, board, items, snapshots, now, self._observe_probe)
         return board
 
     def _choosable(
@@ -165,33 +165,6 @@ class CircuitEffects:
                 profile, candidate_resources(self.binding, profile, excluded),
             )  # fmt: skip
         return found[1]
-
-    async def _take_probes(
-        self, board: CircuitBoard, items: Items, snapshots: Sequence[RouteSnapshot], now: datetime
-    ) -> None:
-        asked: set[str] = set()
-        for (route_id, command), snapshot in zip(items, snapshots, strict=True):
-            if not would_dispatch_now(command, snapshot, now):
-                continue
-            park = board.blocking(board.key_of(snapshot), now)
-            if park is None or park.circuit in asked:
-                continue
-            state = board.states[park.circuit]
-            resource = board.resource(park.circuit)
-            if resource is None or not machine.probe_due(state, now):
-                continue
-            asked.add(park.circuit)
-            holder = f"{route_id}:{snapshot.generation}:{snapshot.attempt_ordinal}"
-            ttl = self.binding.probe_ttl_s
-            result = await self.circuits.acquire_probe(resource, holder, now, ttl)
-            if isinstance(result, ProbeGrant):
-                board.grants[route_id] = (park.circuit, result)
-                board.denials[park.circuit] = ProbeDenied(
-                    reason=DenialReason.HELD, retry_at=result.expires_at, holder=holder
-                )
-            else:
-                board.denials[park.circuit] = result
-            self._observe_probe("granted" if isinstance(result, ProbeGrant) else "denied")
 
     async def abandon_unsent(self, snapshot: RouteSnapshot, now: datetime) -> None:
         """The route's attempt held its circuit's probe lease and was never sent: end the
@@ -309,18 +282,21 @@ class CircuitEffects:
         self, board: CircuitBoard, after: dict[str, RouteSnapshot], now: datetime
     ) -> None:
         for resource_id, noted in board.failures.items():
-            counted = [(failure, route_id) for failure, route_id in noted if route_id in after]
+            counted = [entry for entry in noted if entry.route_id in after]
             view = board.read.get(resource_id)
             if view is None or not counted:
                 continue
             folded = view.state
-            for failure, route_id in counted:
-                folded = machine.record_failure(
-                    folded, failure, route_id, now, self.binding.settings
-                )
+            for entry in counted:
+                folded = fold(folded, entry, now, self.binding.settings, resource_id)
             if folded == view.state:
                 continue  # already open (or nothing counts): no write on a hot circuit
-            written = await self.circuits.record_failures(view.resource, counted, now)
+            written = await self.circuits.record_failures(
+                view.resource,
+                [(entry.failure, entry.route_id) for entry in counted],
+                now,
+                models=[(entry.model, entry.min_models) for entry in counted],
+            )
             if written.status is not view.status:
                 self._observe_change(written.status)
 

@@ -6,13 +6,14 @@ CircuitBoard (RouteContext.circuits), and writes the circuit side effects AFTER 
 route transitions are durable.
 
 Which resource: a candidate's provider, model and credential binding
-(circuits.ResourceKey). The credential binding is the agent adapter the candidate runs
-under, as `<provider>\\0<agent>` (each adapter holds its own login on an installation;
-profiles name no account), reduced to an HMAC fingerprint under the installation key
+(circuits.ResourceKey). The credential binding is the account (or key) label the
+candidate names (`account`, chosen by the orchestrator, never the secret itself), else
+the agent adapter it runs under, as `<provider>\\0<agent>` (each adapter holds its own
+login on an installation), reduced to an HMAC fingerprint under the installation key
 (CircuitBinding.installation_key, from RECOVERY_INSTALLATION_KEY in the shell, with a
-default). A candidate without a provider has no circuit. A failure opens the circuit its
-classification scope names (provider, account, model; a request-scope failure none),
-never finer than the candidate's own key.
+default). A candidate without a provider has no circuit. A failure counts against the
+narrowest circuit its classification scope supports (circuits.failure_targets; a
+request-scope failure none), never finer than the candidate's own key.
 
 What the planner decides against a board:
 - a Retry or WaitForReset on a candidate whose covering circuits are not all closed
@@ -45,14 +46,14 @@ from circuits import (
     CircuitSettings,
     CircuitState,
     CircuitStatus,
-    Granularity,
     ProbeDenied,
     ProbeGrant,
     ResourceKey,
     Severity,
+    account_binding,
     covering_keys,
     credential_fingerprint,
-    granularity_for,
+    failure_targets,
     hashed_jitter,
     machine,
     severity,
@@ -84,9 +85,10 @@ class CircuitBinding:
 
 @lru_cache(maxsize=4096)
 def _candidate_key(
-    provider: str, model: str | None, agent: str, installation_key: bytes
+    provider: str, model: str | None, agent: str, account: str | None, installation_key: bytes
 ) -> ResourceKey:
-    fingerprint = credential_fingerprint(f"{provider}\x00{agent}", installation_key)
+    binding = account_binding(account) if account else f"{provider}\x00{agent}"
+    fingerprint = credential_fingerprint(binding, installation_key)
     if model:
         return ResourceKey.for_candidate(provider, model, fingerprint)
     return ResourceKey(provider=provider, credential_fingerprint=fingerprint)
@@ -121,19 +123,20 @@ def profile_candidate_key(
     )
     if found is None or found.id != candidate_id or not found.provider:
         return None
-    return _candidate_key(found.provider, found.model, found.agent, binding.installation_key)
+    return _candidate_key(
+        found.provider, found.model, found.agent, found.account, binding.installation_key
+    )
 
 
-def failure_resource(key: ResourceKey, scope: Scope) -> ResourceKey | None:
-    """The circuit a failure of `scope` on candidate `key` counts against: the scope's
-    granularity, never finer than the candidate's key (None for request scope)."""
-    granularity = granularity_for(scope)
-    if granularity is None:
-        return None
-    order = list(Granularity)
-    if order.index(granularity) > order.index(key.granularity):
-        return key
-    return key.narrowed_to(granularity)
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """One failure the round counts on a circuit: who saw it, on which model, and how
+    many distinct models must fail before that circuit opens (circuits.failure_targets)."""
+
+    failure: Classification
+    route_id: str
+    model: str | None = None
+    min_models: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +191,7 @@ class CircuitBoard:
         self.states: dict[str, CircuitState] = {r: v.state for r, v in self.read.items()}
         self.grants: dict[str, tuple[str, ProbeGrant]] = dict(grants or {})
         self.denials: dict[str, ProbeDenied] = dict(denials or {})
-        self.failures: dict[str, list[tuple[Classification, str]]] = {}
+        self.failures: dict[str, list[Counted]] = {}
         self.verdicts: dict[str, tuple[ProbeVerdict, datetime | None]] = {}
         self._noted: set[str] = set()  # routes whose report is folded in (once each)
 
@@ -214,15 +217,15 @@ class CircuitBoard:
                           reset, now)  # fmt: skip
             return
         key = self.key_of(snapshot)
-        target = None if key is None else failure_resource(key, failure.scope)
-        if target is None:
-            return  # no circuit, or request scope: no shared resource is broken
-        state = self.states.get(target.resource_id, CircuitState())
-        settings = self.binding.settings
-        self.states[target.resource_id] = machine.record_failure(
-            state, failure, snapshot.route_id, now, settings
-        )
-        self.failures.setdefault(target.resource_id, []).append((failure, snapshot.route_id))
+        if key is None:
+            return  # no circuit
+        # request scope gives no target: no shared resource is broken
+        for target, min_models in failure_targets(key, failure.scope, failure.code):
+            counted = Counted(failure, snapshot.route_id, key.model, min_models)
+            resource_id = target.resource_id
+            state = self.states.get(resource_id, CircuitState())
+            self.states[resource_id] = fold(state, counted, now, self.binding.settings, resource_id)
+            self.failures.setdefault(resource_id, []).append(counted)
 
     def note_success(self, snapshot: RouteSnapshot, now: datetime) -> None:
         if not self._first_note(snapshot.route_id):
@@ -254,7 +257,7 @@ class CircuitBoard:
             self.states[circuit] = machine.abandon_probe(state, token, now)
         else:
             self.states[circuit] = machine.record_probe_result(
-                state, token, verdict, now, self.binding.settings, reset_at=reset
+                state, token, verdict, now, self.binding.settings, reset_at=reset, seed=circuit
             )
 
     # -- what the planner asks --------------------------------------------------------
@@ -307,6 +310,20 @@ class CircuitBoard:
         draw = hashed_jitter(f"{circuit}:{view.state.lease_epoch}", snapshot.route_id)
         offset = timedelta(seconds=draw * waves * self.binding.wave_interval_s)
         return Park(view.resource_id, now + offset, released=True)
+
+
+def fold(
+    state: CircuitState,
+    counted: Counted,
+    now: datetime,
+    settings: CircuitSettings,
+    resource_id: str,
+) -> CircuitState:
+    """`state` with one counted failure folded in (the reset jitter seeded by the circuit)."""
+    return machine.record_failure(
+        state, counted.failure, counted.route_id, now, settings, seed=resource_id,
+        model=counted.model, min_models=counted.min_models,
+    )  # fmt: skip
 
 
 def _probe_verdict(failure: Classification, now: datetime) -> ProbeVerdict:

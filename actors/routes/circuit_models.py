@@ -89,11 +89,13 @@ class ParkOutcome:
 @dataclass(frozen=True, slots=True)
 class ReleaseSettings:
     """Release waves (circuits.release.plan_release): at most max(1, `wave_fraction` x
-    parked) routes per wave, one wave per `wave_interval`, jitter within a wave."""
+    parked) routes per wave, one wave per `wave_interval`, evenly spaced inside it
+    (a `jitter_fraction` > 0 moves each within its own slot)."""
 
     wave_fraction: float = 0.2
     wave_interval: timedelta = timedelta(seconds=1)
-    jitter_fraction: float = 0.5
+    jitter_fraction: float = 0.0
+    headroom: float = 0.1
 
 
 def aware(field: str, moment: object) -> datetime:

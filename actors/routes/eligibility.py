@@ -17,8 +17,13 @@ in this cycle:
   enabled). When none fits (a policy that never waits, as the default one) the skip
   stops: `action_required`, naming the open circuits;
 - a start or a start fresh is the orchestrator's own turn, not a dispatch of the
-  runtime's: it prefers a candidate whose circuits are closed and, when all are blocked,
-  starts on the first one as before (its failure, if any, is reported and parks).
+  runtime's: it takes the first candidate whose circuits are closed, or whose blocking
+  circuit's probe lease the round took for this very route (its probe is due: open-until
+  has passed; actors/engine/circuit_effects.py), so an expired circuit is always probed
+  by the next start that could use it rather than avoided forever; the route then
+  carries the lease (`circuit`, `probe_token`) and its next report is the verdict. When
+  all are blocked it starts on the first one as before (its failure, if any, is
+  reported and parks).
 
 Capping a park (a Retry or a WaitForReset on a blocked candidate): parking is allowed
 while the circuit's wake (when its probe can next be had) is within the decision's own
@@ -39,6 +44,7 @@ from actors.routes.circuit_board import (
     CircuitBinding,
     CircuitBoard,
     Park,
+    Probe,
     covering,
     profile_candidate_key,
 )
@@ -131,15 +137,44 @@ def choose_skip(
 
 
 def choose_start(
-    board: CircuitBoard | None, profile: RouteProfile, now: datetime
+    board: CircuitBoard | None,
+    profile: RouteProfile,
+    now: datetime,
+    route_id: str | None = None,
 ) -> RouteCandidate | None:
-    """The candidate a start or start fresh runs on (module docstring)."""
+    """The candidate a start or start fresh of `route_id` runs on (module docstring)."""
     candidates = ordered(profile, None)
     if board is not None:
         for candidate in candidates:
-            if blocked(board, profile, candidate, now) is None:
+            park = blocked(board, profile, candidate, now)
+            if park is None or probing(board, park, route_id) is not None:
                 return candidate
     return candidates[0] if candidates else None
+
+
+def probing(board: CircuitBoard | None, park: Park | None, route_id: str | None) -> Probe | None:
+    """The probe `route_id` holds on the circuit `park` waits on (the round took its
+    lease for this route), else None."""
+    if board is None or park is None or route_id is None:
+        return None
+    granted = board.grants.get(route_id)
+    if granted is None or granted[0] != park.circuit:
+        return None
+    return Probe(park.circuit, granted[1].owner_token)
+
+
+def start_probe_changes(
+    board: CircuitBoard | None,
+    profile: RouteProfile,
+    candidate: RouteCandidate,
+    route_id: str,
+    now: datetime,
+) -> dict[str, str]:
+    """The route fields a start on `candidate` sets when it is its circuit's probe."""
+    if board is None:
+        return {}
+    probe = probing(board, blocked(board, profile, candidate, now), route_id)
+    return {} if probe is None else {"circuit": probe.circuit, "probe_token": probe.token}
 
 
 def hold_seconds(candidate: RouteCandidate, error_class: ErrorClass | None) -> float:

@@ -48,7 +48,7 @@ from actors.routes.commands import (
     request_id_of,
 )
 from actors.routes.dispatch_outcomes import return_unsent_transition, settle_dispatch_transition
-from actors.routes.eligibility import choose_start
+from actors.routes.eligibility import choose_start, start_probe_changes
 from actors.routes.judgement import failure_transition
 from actors.routes.models import CycleRecord, RouteSnapshot, RouteUpdate, Transition, attempt_due
 from actors.routes.parking import gated_step, release_transition
@@ -111,9 +111,12 @@ def plan(  # noqa: PLR0911, PLR0912 - one case per command: this match is the di
 def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteContext) -> Transition:
     if snapshot.state != "none":
         raise StaleGenerationError(snapshot.route_id, 0, snapshot.generation, snapshot.state)
-    first = choose_start(context.circuits, command.profile, context.now)
+    first = choose_start(context.circuits, command.profile, context.now, snapshot.route_id)
     if first is None:
         raise NoEligibleCandidateError(snapshot.route_id, "start")
+    probe = start_probe_changes(
+        context.circuits, command.profile, first, snapshot.route_id, context.now
+    )
     route = RouteUpdate(
         state="active",
         candidate_id=first.id,
@@ -122,6 +125,7 @@ def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteCont
         invocation_id=command.invocation_id,
         provider_session_id=command.provider_session_id,
         profile=profile_json(command.profile),
+        **probe,
     )
     return step(snapshot, context, cause="start", route=route, decision="start")
 
@@ -132,7 +136,12 @@ def success_transition(
     """A success ends the cycle: its retry, reset-wait and skip usage is forgotten. A
     success on an active route with nothing to forget writes nothing."""
     require(snapshot, command.expected_generation, REPORTABLE)
-    clean = snapshot.state == "active" and snapshot.code is None and snapshot.cycle == CycleRecord()
+    clean = (
+        snapshot.state == "active"
+        and snapshot.code is None
+        and snapshot.cycle == CycleRecord()
+        and snapshot.probe_token is None  # a probing start's success closes its circuit
+    )
     if clean:
         return None
     if context.circuits is not None:
@@ -234,14 +243,15 @@ def start_fresh_transition(
         profile = command.profile
     else:
         profile = profile_from_json(snapshot.route_id, snapshot.profile)
-    first = choose_start(context.circuits, profile, context.now)
+    first = choose_start(context.circuits, profile, context.now, snapshot.route_id)
     if first is None:
         raise NoEligibleCandidateError(snapshot.route_id, "start fresh")
+    probe = start_probe_changes(context.circuits, profile, first, snapshot.route_id, context.now)
     route = updated(
         snapshot, **FAILURE_CLEARED, state="active", candidate_id=first.id,
         candidate_index=first.index, attempt_ordinal=0, cycle=CycleRecord(),
         profile=profile_json(profile), reason="started fresh by the user",
-        provider_session_id=None,
+        provider_session_id=None, **probe,
     )  # fmt: skip
     return step(
         snapshot, context, cause="start_fresh", route=route, decision="start_fresh", bump=True

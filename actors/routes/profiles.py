@@ -28,7 +28,7 @@ from policy import (
     NamedPolicy,
     PolicyDocument,
 )
-from policy.document import MAX_CANDIDATE_ID_CHARS
+from policy.document import ACCOUNT_LABEL_PATTERN, MAX_CANDIDATE_ID_CHARS
 
 BuiltinPolicyName = Literal["interactive"]
 
@@ -47,6 +47,7 @@ class ConcreteProfile(BaseModel):
     agent: str = Field(min_length=1)
     provider: str | None = None
     model: str | None = None
+    account: str | None = Field(default=None, pattern=ACCOUNT_LABEL_PATTERN)
     policy: BuiltinPolicyName = "interactive"
 
 

@@ -139,7 +139,10 @@ class CircuitChanges:
         now = aware("now", now)
 
         def plan(state: CircuitState) -> tuple[CircuitState, None]:
-            return machine.record_failure(state, failure, route_id, now, self.settings), None
+            after = machine.record_failure(
+                state, failure, route_id, now, self.settings, seed=resource.resource_id
+            )
+            return after, None
 
         written, _, before = await self._change(resource, "record_failure", now, plan)
         return before if written is None else written.view
@@ -184,8 +187,9 @@ class CircuitChanges:
 
         def plan(state: CircuitState) -> tuple[CircuitState, None]:
             after = machine.record_probe_result(
-                state, owner_token, success, now, self.settings, reset_at=reset
-            )
+                state, owner_token, success, now, self.settings, reset_at=reset,
+                seed=resource.resource_id,
+            )  # fmt: skip
             return after, None
 
         written, _, before = await self._change(
@@ -203,6 +207,7 @@ class CircuitChanges:
             wave_fraction=self.release.wave_fraction,
             wave_interval=self.release.wave_interval,
             jitter_fraction=self.release.jitter_fraction,
+            headroom=self.release.headroom,
         )
         return ProbeOutcome(accepted=True, view=written.view, release=release)
 

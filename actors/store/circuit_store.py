@@ -28,7 +28,7 @@ from typing import Any, Final, Self
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from actors.errors import InvalidIdentifierError
+from actors.errors import InvalidCircuitInputError, InvalidIdentifierError
 from actors.keys import KeySpace, valid_resource_id, valid_route_id
 from actors.routes.circuit_models import (
     CircuitView,
@@ -150,18 +150,29 @@ class CircuitStore(OwnsItsClient, CircuitChanges):
         resource: ResourceKey,
         failures: Sequence[tuple[FailureLike, str]],
         now: datetime,
+        *,
+        models: Sequence[tuple[str | None, int]] | None = None,
     ) -> CircuitView:
         """Count several (failure, route id) seen on `resource`, in order, as ONE change:
         the pure machine folds them all onto the state read and one compare-and-set
         writes the result (a burst of one outage's reports is one write, not one
-        compare-and-set loop per report). Unchanged (nothing written) when none counts."""
+        compare-and-set loop per report). Unchanged (nothing written) when none counts.
+        `models` gives each failure's (model, distinct models needed to open), for a
+        provider-wide circuit fed by its models' failures (circuits.failure_targets)."""
         valid_resource(resource)
         checked = [(valid_failure(f), valid_route_id(route_id)) for f, route_id in failures]
+        how = list(models) if models is not None else [(None, 1)] * len(checked)
+        if len(how) != len(checked):
+            raise InvalidCircuitInputError("models", len(how), f"must give {len(checked)}")
         now = aware("now", now)
+        seed = resource.resource_id
 
         def plan(state: CircuitState) -> tuple[CircuitState, None]:
-            for failure, route_id in checked:
-                state = machine.record_failure(state, failure, route_id, now, self.settings)
+            for (failure, route_id), (model, min_models) in zip(checked, how, strict=True):
+                state = machine.record_failure(
+                    state, failure, route_id, now, self.settings, seed=seed, model=model,
+                    min_models=min_models,
+                )  # fmt: skip
             return state, None
 
         written, _, before = await self._change(resource, "record_failures", now, plan)

@@ -10,6 +10,7 @@ from circuits import CircuitSettings, CircuitState, record_failure
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = CircuitSettings()
+EXACT = CircuitSettings(reset_jitter_s=0)  # no reset jitter: exact open-until times
 TTL = timedelta(seconds=30)
 
 

@@ -25,7 +25,7 @@ from circuits import (
     record_failure,
     record_probe_result,
 )
-from tests.circuits.builders import SETTINGS, T0, TTL, at, failure, opened
+from tests.circuits.builders import EXACT, SETTINGS, T0, TTL, at, failure, opened
 
 CLOSED = CircuitState()
 TRANSIENT = ("network_unavailable", "provider_unavailable", "provider_overloaded", "model_capacity")
@@ -91,9 +91,27 @@ def test_hard_scope_codes_open_at_once(code: str) -> None:
 
 
 def test_a_rate_limit_with_a_reset_opens_at_once_until_the_reset() -> None:
-    state = record_failure(CLOSED, failure("rate_limited", retry_after_s=300), "a", T0, SETTINGS)
+    state = record_failure(CLOSED, failure("rate_limited", retry_after_s=300), "a", T0, EXACT)
     assert state.status is CircuitStatus.OPEN
     assert state.open_until == at(300)
+
+
+def test_a_short_hint_beats_the_first_backoff() -> None:
+    """Hints before backoff: Retry-After 2 opens for 2 s, not for the 60 s backoff."""
+    state = record_failure(CLOSED, failure("rate_limited", retry_after_s=2), "a", T0, EXACT)
+    assert state.open_until == at(2)
+
+
+@pytest.mark.parametrize("wait_s", [2, 30, 3600, 86_400])
+def test_the_reset_jitter_is_small_deterministic_and_never_before_the_reset(wait_s: float) -> None:
+    hint = failure("quota_limited", retry_after_s=wait_s)
+    seeds = [f"resource-{i}" for i in range(40)]
+    until = [record_failure(CLOSED, hint, "a", T0, SETTINGS, seed=s).open_until for s in seeds]
+    again = [record_failure(CLOSED, hint, "a", T0, SETTINGS, seed=s).open_until for s in seeds]
+    assert until == again
+    span = min(SETTINGS.reset_jitter_s, SETTINGS.reset_jitter_fraction * wait_s)
+    assert all(u is not None and at(wait_s) <= u <= at(wait_s + span) for u in until)
+    assert len(set(until)) > 30  # circuits sharing one reset do not expire together
 
 
 @pytest.mark.parametrize("code", [*TRANSIENT, "rate_limited"])
@@ -155,9 +173,9 @@ def test_the_remembered_failures_are_bounded() -> None:
 
 
 def test_the_threshold_opening_honours_the_latest_reset_in_the_window() -> None:
-    state = record_failure(CLOSED, failure("model_capacity", retry_after_s=600), "a", T0, SETTINGS)
-    state = record_failure(state, failure("model_capacity"), "b", at(1), SETTINGS)
-    state = record_failure(state, failure("model_capacity"), "b", at(2), SETTINGS)
+    state = record_failure(CLOSED, failure("model_capacity", retry_after_s=600), "a", T0, EXACT)
+    state = record_failure(state, failure("model_capacity"), "b", at(1), EXACT)
+    state = record_failure(state, failure("model_capacity"), "b", at(2), EXACT)
     assert state.status is CircuitStatus.OPEN
     assert state.open_until == at(600)
     assert state.recent_failures == ()
@@ -185,30 +203,31 @@ def test_inconsistent_settings_are_rejected(changes: dict[str, float]) -> None:
     ("reset_s", "open_until_s"),
     [
         (None, 60),
-        (30, 60),
+        (30, 30),
         (3600, 3600),
         (6 * 86_400, 6 * 86_400),
-        (9 * 86_400, 7 * 86_400),
+        (29 * 86_400, 29 * 86_400),
+        (31 * 86_400, 30 * 86_400),
     ],
 )
-def test_open_until_is_the_later_of_backoff_and_trusted_reset_within_seven_days(
+def test_open_until_is_the_trusted_reset_else_the_backoff_within_thirty_days(
     reset_s: float | None, open_until_s: float
 ) -> None:
     reset = None if reset_s is None else at(reset_s)
-    state = record_failure(CLOSED, failure("quota_limited", reset_at=reset), "a", T0, SETTINGS)
+    state = record_failure(CLOSED, failure("quota_limited", reset_at=reset), "a", T0, EXACT)
     assert state.open_until == at(open_until_s)
 
 
 def test_a_later_reset_while_open_extends_but_never_shortens() -> None:
     state = opened()
-    longer = record_failure(state, failure("quota_limited", reset_at=at(900)), "b", at(5), SETTINGS)
+    longer = record_failure(state, failure("quota_limited", reset_at=at(900)), "b", at(5), EXACT)
     assert longer.open_until == at(900)
-    shorter = record_failure(
-        longer, failure("rate_limited", retry_after_s=10), "c", at(6), SETTINGS
-    )
-    assert shorter == longer
-    plain = record_failure(longer, failure("network_unavailable"), "c", at(7), SETTINGS)
-    assert plain == longer
+    newest = record_failure(longer, failure("quota_limited", reset_at=at(1800)), "b", at(6), EXACT)
+    assert newest.open_until == at(1800)
+    shorter = record_failure(newest, failure("rate_limited", retry_after_s=10), "c", at(6), EXACT)
+    assert shorter == newest
+    plain = record_failure(newest, failure("network_unavailable"), "c", at(7), EXACT)
+    assert plain == newest
 
 
 def test_a_failure_while_half_open_leaves_the_decision_to_the_probe() -> None:
@@ -315,12 +334,12 @@ def test_probe_failures_back_off_one_two_four_minutes_up_to_an_hour() -> None:
 def test_a_failed_probe_honours_its_trusted_reset_within_the_cap() -> None:
     state, grant = half_open()
     reopened = record_probe_result(
-        state, grant.owner_token, False, at(61), SETTINGS, reset_at=at(61 + 30 * 86_400)
+        state, grant.owner_token, False, at(61), EXACT, reset_at=at(61 + 40 * 86_400)
     )
-    assert reopened.open_until == at(61 + 7 * 86_400)
+    assert reopened.open_until == at(61 + 30 * 86_400)
     state, grant = half_open()
     reopened = record_probe_result(
-        state, grant.owner_token, False, at(61), SETTINGS, reset_at=at(61 + 900)
+        state, grant.owner_token, False, at(61), EXACT, reset_at=at(61 + 900)
     )
     assert reopened.open_until == at(61 + 900)
 
@@ -379,3 +398,47 @@ def test_naive_datetimes_are_refused() -> None:
 def test_a_lease_needs_a_caller_and_a_positive_ttl(caller: str, ttl: timedelta) -> None:
     with pytest.raises(ValueError, match="must"):
         acquire_probe(opened(), caller, at(60), ttl)
+
+
+# -- a provider-wide circuit fed by its models' failures ----------------------------------
+
+
+def _on(state: CircuitState, model: str, route: str, seconds: float) -> CircuitState:
+    unavailable = failure("provider_unavailable")
+    return record_failure(state, unavailable, route, at(seconds), EXACT, model=model, min_models=2)
+
+
+def test_one_failing_model_never_opens_the_provider_wide_circuit() -> None:
+    state = CLOSED
+    for second, route in enumerate(["a", "b", "c", "d", "e", "f"]):
+        state = _on(state, "primary", route, second)
+    assert state.status is CircuitStatus.CLOSED
+
+
+def test_two_failing_models_within_the_window_open_the_provider_wide_circuit() -> None:
+    state = CLOSED
+    for second, route in enumerate(["a", "b", "c"]):
+        state = _on(state, "primary", route, second)
+    state = _on(state, "fallback", "d", 3)
+    state = _on(state, "fallback", "e", 4)
+    assert state.status is CircuitStatus.CLOSED
+    state = _on(state, "fallback", "f", 5)
+    assert state.status is CircuitStatus.OPEN
+    assert state.open_until == at(5 + EXACT.initial_backoff_s)
+
+
+def test_a_second_model_failing_after_the_window_does_not_open_it() -> None:
+    state = CLOSED
+    for second, route in enumerate(["a", "b", "c"]):
+        state = _on(state, "primary", route, second)
+    for offset, route in enumerate(["d", "e", "f"]):
+        state = _on(state, "fallback", route, EXACT.transient_window_s + 5 + offset)
+    assert state.status is CircuitStatus.CLOSED
+
+
+def test_hard_failures_of_two_models_open_it_one_each() -> None:
+    gone = failure("model_unavailable")
+    state = record_failure(CLOSED, gone, "a", T0, EXACT, model="x", min_models=2)
+    assert state.status is CircuitStatus.CLOSED
+    state = record_failure(state, gone, "a", at(1), EXACT, model="y", min_models=2)
+    assert state.status is CircuitStatus.OPEN

@@ -12,8 +12,10 @@ from catalogue import Scope
 from circuits import (
     Granularity,
     ResourceKey,
+    account_binding,
     covering_keys,
     credential_fingerprint,
+    failure_targets,
     granularity_for,
     resource_key_for,
 )
@@ -43,7 +45,7 @@ def test_fingerprint_refuses_an_empty_binding_or_key(binding: str, key: bytes) -
 @pytest.mark.parametrize(
     ("scope", "granularity"),
     [
-        (Scope.PROVIDER, Granularity.PROVIDER),
+        (Scope.PROVIDER, Granularity.MODEL),
         (Scope.ACCOUNT, Granularity.ACCOUNT),
         (Scope.PROFILE, Granularity.ACCOUNT),
         (Scope.MODEL, Granularity.MODEL),
@@ -57,7 +59,7 @@ def test_each_scope_maps_to_one_granularity(scope: Scope, granularity: Granulari
 @pytest.mark.parametrize(
     ("scope", "expected"),
     [
-        (Scope.PROVIDER, ResourceKey(provider="anthropic")),
+        (Scope.PROVIDER, CANDIDATE),
         (Scope.ACCOUNT, ResourceKey(provider="anthropic", credential_fingerprint=FP)),
         (Scope.PROFILE, ResourceKey(provider="anthropic", credential_fingerprint=FP)),
         (Scope.MODEL, CANDIDATE),
@@ -66,6 +68,42 @@ def test_each_scope_maps_to_one_granularity(scope: Scope, granularity: Granulari
 )
 def test_a_scope_narrows_the_candidate_key(scope: Scope, expected: ResourceKey | None) -> None:
     assert resource_key_for(CANDIDATE, scope) == expected
+
+
+ACCOUNT_KEY = ResourceKey(provider="anthropic", credential_fingerprint=FP)
+PROVIDER_KEY = ResourceKey(provider="anthropic")
+
+
+@pytest.mark.parametrize(
+    ("scope", "code", "expected"),
+    [
+        (Scope.REQUEST, "context_length_exceeded", ()),
+        (Scope.MODEL, "model_capacity", ((CANDIDATE, 1),)),
+        (Scope.ACCOUNT, "quota_limited", ((ACCOUNT_KEY, 1),)),
+        (Scope.PROFILE, "provider_not_configured", ((ACCOUNT_KEY, 1),)),
+        (Scope.PROVIDER, "provider_unavailable", ((CANDIDATE, 1), (PROVIDER_KEY, 2))),
+        (Scope.PROVIDER, "network_unavailable", ((PROVIDER_KEY, 1),)),
+    ],
+)
+def test_a_failure_touches_the_narrowest_circuit_its_evidence_supports(
+    scope: Scope, code: str, expected: tuple[tuple[ResourceKey, int], ...]
+) -> None:
+    assert failure_targets(CANDIDATE, scope, code) == expected
+
+
+def test_a_candidate_without_a_model_is_never_refined() -> None:
+    assert failure_targets(ACCOUNT_KEY, Scope.MODEL, "model_capacity") == ((ACCOUNT_KEY, 1),)
+    assert resource_key_for(ACCOUNT_KEY, Scope.PROVIDER) == ACCOUNT_KEY
+
+
+def test_an_account_label_has_its_own_fingerprint_never_an_adapter_one() -> None:
+    adapter = credential_fingerprint("openai\x00codex-acp", KEY)
+    first = credential_fingerprint(account_binding("team-a"), KEY)
+    second = credential_fingerprint(account_binding("team-b"), KEY)
+    assert len({adapter, first, second}) == 3
+    assert "team-a" not in first
+    with pytest.raises(ValueError, match="account"):
+        account_binding("")
 
 
 def test_a_candidate_is_covered_by_its_provider_account_and_model_circuits() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from actors.cli.main import main
-from circuits import ResourceKey
+from circuits import CircuitSettings, ResourceKey
 from policy.decisions import utc_iso
 from tests.actors.circuit_fixtures import OTHER, RESOURCE, TTL_S, failure, hard, open_store
 from tests.actors.conftest import Backend
@@ -27,7 +27,8 @@ def seed(backend: Backend) -> None:
 
     async def scenario() -> None:
         now = backend.clock.now()
-        async with open_store(backend) as store:
+        # no reset jitter: the CLI's times are compared exactly (tests/circuits check it)
+        async with open_store(backend, settings=CircuitSettings(reset_jitter_s=0)) as store:
             opened = await store.record_failure(RESOURCE, hard(), "route-a", now)
             await store.park(RESOURCE, "route-a", now)
             await store.park(RESOURCE, "route-b", now)

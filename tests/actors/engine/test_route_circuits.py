@@ -34,7 +34,7 @@ from actors.routes.circuit_models import CircuitView
 from actors.routes.commands import FireDue, ReportFailure, Start
 from actors.routes.models import RouteSnapshot
 from actors.store.circuit_store import CircuitStore
-from circuits import CircuitStatus, ResourceKey, wave_budget
+from circuits import CircuitSettings, CircuitStatus, ResourceKey, wave_budget
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import T0
 from tests.actors.route_scenarios import (
@@ -51,7 +51,10 @@ pytestmark = pytest.mark.integration
 
 FLEET: Final = 1000
 RESET: Final = T0 + timedelta(seconds=120)
-BINDING: Final = CircuitBinding(installation_key=b"route-circuits-test")
+# no reset jitter: these tests step to exact reset times (tests/circuits check the jitter)
+BINDING: Final = CircuitBinding(
+    installation_key=b"route-circuits-test", settings=CircuitSettings(reset_jitter_s=0)
+)
 STEP: Final = timedelta(milliseconds=100)
 
 
@@ -83,7 +86,7 @@ async def rig(backend: Backend, clock: ManualClock | None = None) -> AsyncIterat
     clock = clock or backend.clock
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(backend.store(events_maxlen=100))
-        circuits = CircuitStore.connect(backend.url, keys=backend.keys)
+        circuits = CircuitStore.connect(backend.url, keys=backend.keys, settings=BINDING.settings)
         stack.push_async_callback(circuits.aclose)
         effects = CircuitEffects(circuits, store, BINDING)
         yield Rig(RouteService(store, clock, circuits=effects), circuits, clock)
@@ -176,7 +179,8 @@ async def test_a_thousand_parked_routes_get_one_probe_then_waves_within_the_budg
             second = math.floor((moment - closed_at).total_seconds() - 1e-9)
             per_second[second] = per_second.get(second, 0) + 1
         assert max(per_second.values()) <= budget
-        assert len(per_second) == math.ceil(others / budget)
+        # evenly spaced with 10 % headroom (circuits/release.py)
+        assert len(per_second) == math.ceil(others * 1.1 / budget)
         assert await one.circuits.parked(resource) == []
 
 
@@ -293,6 +297,7 @@ async def test_a_skip_through_the_service_passes_over_a_candidate_open_in_redis(
         assert isinstance(after, RouteSnapshot)
         assert (after.state, after.candidate_id, after.generation) == ("active", "gemini", 2)
         # one read per round, covering every candidate a start or a skip could choose;
-        # then the failure's one compare-and-set reads claude's circuit
+        # then the failure's compare-and-sets read claude's model circuit and the
+        # provider-wide one its models' failures feed (circuits.failure_targets)
         every = 3 * len(covering(codex))
-        assert reads == [every, every, 1]
+        assert reads == [every, every, 1, 1]

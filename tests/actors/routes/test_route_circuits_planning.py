@@ -29,7 +29,7 @@ from actors.routes.commands import (
 from actors.routes.models import RouteSnapshot
 from actors.routes.plan import plan
 from actors.store.route_codec import applied_snapshot
-from circuits import CircuitState, CircuitStatus, ProbeGrant, ResourceKey, machine
+from circuits import CircuitSettings, CircuitState, CircuitStatus, ProbeGrant, ResourceKey, machine
 from policy import DynamicProfile, Outcome
 from tests.actors.route_builders import T0
 from tests.actors.route_scenarios import (
@@ -43,7 +43,10 @@ from tests.actors.route_scenarios import (
 )
 from tests.circuits.builders import failure
 
-BINDING = CircuitBinding(installation_key=b"planning-test-key")
+# no reset jitter: these tests check exact open-until times (tests/circuits check it)
+BINDING = CircuitBinding(
+    installation_key=b"planning-test-key", settings=CircuitSettings(reset_jitter_s=0)
+)
 ROUTE = "route-1"
 
 
@@ -200,10 +203,10 @@ def test_a_route_planned_again_in_its_round_is_counted_on_the_circuit_once() -> 
     for _ in range(3):  # the first plan and re-plans of the same report
         report(route, T0, circuits)
     provider = provider_key(route).resource_id
-    assert [routed for _, routed in circuits.failures[provider]] == ["route-1"]
+    assert [entry.route_id for entry in circuits.failures[provider]] == ["route-1"]
     assert circuits.states[provider].status is CircuitStatus.CLOSED
     report(other, T0, circuits)
-    assert [routed for _, routed in circuits.failures[provider]] == ["route-1", "route-2"]
+    assert [entry.route_id for entry in circuits.failures[provider]] == ["route-1", "route-2"]
 
 
 @pytest.mark.parametrize("code", ["context_length_exceeded", "content_policy"])

@@ -27,7 +27,7 @@ from actors.routes.models import RouteSnapshot
 from actors.routes.plan import plan
 from actors.store.route_codec import applied_snapshot
 from catalogue import Evidence
-from circuits import CircuitState, ProbeGrant, ResourceKey, machine
+from circuits import CircuitSettings, CircuitState, ProbeGrant, ResourceKey, machine
 from policy import ClassPolicy, DynamicProfile, Outcome
 from tests.actors.route_builders import T0
 from tests.actors.route_scenarios import (
@@ -42,7 +42,10 @@ from tests.actors.route_scenarios import (
 )
 from tests.circuits.builders import failure
 
-BINDING = CircuitBinding(installation_key=b"eligibility-test-key")
+# no reset jitter: these tests check exact open-until times (tests/circuits check it)
+BINDING = CircuitBinding(
+    installation_key=b"eligibility-test-key", settings=CircuitSettings(reset_jitter_s=0)
+)
 ROUTE = "route-1"
 
 

@@ -443,7 +443,9 @@ def test_a_random_run_stores_exactly_the_states_the_pure_machine_computes(
                 code, route = chooser.choice(CODES), chooser.choice(["a", "b", "c"])
                 hint = chooser.choice([None, 30.0, 900.0])
                 found = failure(code, retry_after_s=hint)
-                expected = machine.record_failure(expected, found, route, now, settings)
+                expected = machine.record_failure(
+                    expected, found, route, now, settings, seed=RESOURCE.resource_id
+                )
                 await store.record_failure(RESOURCE, found, route, now)
             elif step == "acquire":
                 expected, result = machine.acquire_probe(expected, "p", now, ttl)
@@ -453,7 +455,9 @@ def test_a_random_run_stores_exactly_the_states_the_pure_machine_computes(
             elif tokens:
                 token, ok = chooser.choice(tokens), chooser.random() < 0.5
                 if step == "report":
-                    expected = machine.record_probe_result(expected, token, ok, now, settings)
+                    expected = machine.record_probe_result(
+                        expected, token, ok, now, settings, seed=RESOURCE.resource_id
+                    )
                     await store.report_probe(RESOURCE, token, ok, now)
                 else:
                     expected = machine.abandon_probe(expected, token, now)
