@@ -22,6 +22,7 @@ from typing import Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from circuits.marks import FailureMark, latest_reset, models_qualify, qualifies, retained
 from circuits.qualify import FailureLike, Severity, severity, trusted_reset
 from circuits.release import hashed_jitter
 from circuits.settings import CircuitSettings, UtcDatetime, to_utc
@@ -40,19 +41,6 @@ _C, _O, _H = CircuitStatus.CLOSED, CircuitStatus.OPEN, CircuitStatus.HALF_OPEN
 ALLOWED_EDGES: Final = frozenset(
     {(_C, _C), (_C, _O), (_O, _O), (_O, _H), (_H, _H), (_H, _C), (_H, _O)}
 )
-
-
-class FailureMark(BaseModel):
-    """One counted transient failure while closed."""
-
-    model_config = _FROZEN
-
-    at: UtcDatetime
-    route_id: str = Field(min_length=1)
-    code: str
-    reset_at: UtcDatetime | None = None
-    model: str | None = None
-    opens: bool = False
 
 
 class ProbeLease(BaseModel):
@@ -335,40 +323,14 @@ def _count_transient(
     now = mark.at
     horizon = now - timedelta(seconds=settings.transient_window_s)
     kept = (m for m in state.recent_failures if m.at > horizon)
-    recent = (*kept, mark)[-settings.max_recent_failures :]
+    recent = retained((*kept, mark), settings)
     if (
-        _qualifies(recent, settings)
+        qualifies(recent, settings)
         if min_models <= 1
-        else _models_qualify(recent, settings, min_models)
+        else models_qualify(recent, settings, min_models)
     ):
-        resets = [m.reset_at for m in recent if m.reset_at is not None and m.reset_at > now]
-        return _open(state, mark.code, now, max(resets, default=None), settings, seed)
+        return _open(state, mark.code, now, latest_reset(recent, now), settings, seed)
     return state.model_copy(update={"recent_failures": recent})
-
-
-def _qualifies(marks: tuple[FailureMark, ...], settings: CircuitSettings) -> bool:
-    """The transient threshold: enough failures, from enough distinct routes."""
-    routes = {m.route_id for m in marks}
-    return len(marks) >= settings.transient_threshold and (
-        len(routes) >= settings.min_distinct_routes
-    )
-
-
-def _models_qualify(
-    marks: tuple[FailureMark, ...], settings: CircuitSettings, min_models: int
-) -> bool:
-    """At least `min_models` distinct models each have failures that would open their
-    own circuit: a hard (opening) one, or the transient threshold."""
-    by_model: dict[str, list[FailureMark]] = {}
-    for mark in marks:
-        if mark.model is not None:
-            by_model.setdefault(mark.model, []).append(mark)
-    failing = sum(
-        1
-        for found in by_model.values()
-        if any(m.opens for m in found) or _qualifies(tuple(found), settings)
-    )
-    return failing >= min_models
 
 
 def probe_due(state: CircuitState, now: datetime) -> bool:

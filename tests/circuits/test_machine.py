@@ -169,6 +169,10 @@ def test_thresholds_are_configurable() -> None:
 def test_the_remembered_failures_are_bounded() -> None:
     settings = CircuitSettings(max_recent_failures=5, min_distinct_routes=2)
     state = feed([("a", i / 10) for i in range(20)], settings)
+    # one route never opens it: its newest threshold's worth is all that can still count
+    assert [m.at for m in state.recent_failures] == [at(1.7), at(1.8), at(1.9)]
+    wide = CircuitSettings(max_recent_failures=5, transient_threshold=5, min_distinct_routes=9)
+    state = feed([(f"r{i}", i / 10) for i in range(20)], wide)
     assert len(state.recent_failures) == 5
 
 
