@@ -9,7 +9,6 @@ from circuits.machine import (
     CircuitState,
     CircuitStatus,
     DenialReason,
-    FailureMark,
     ProbeDenied,
     ProbeGrant,
     ProbeLease,
@@ -22,6 +21,7 @@ from circuits.machine import (
     record_failure,
     record_probe_result,
 )
+from circuits.marks import FailureMark
 from circuits.qualify import (
     HARD_OPEN_CODES,
     QUALIFYING_CODES,
