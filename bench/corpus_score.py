@@ -3,6 +3,9 @@
 Prints one JSON line: accuracy, counts, false auto-recoveries, the wrong rows, and the
 server timing hints read and invented (catalogue/corpus_timing.py).
 Usage: python bench/corpus_score.py [PATH] [--verbose]
+  PATH       a labelled JSON-lines file (default: the development corpus), e.g.
+             bench/data/real_errors.holdout.jsonl, .blind2.jsonl, .blind3.jsonl
+  --verbose  after the JSON line, the rule each wrong row matched
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from catalogue.corpus_timing import score_timing
 
 
 def main(argv: list[str]) -> int:
+    if "--help" in argv or "-h" in argv:
+        print(__doc__)
+        return 0
     paths = [a for a in argv if not a.startswith("--")]
     path = Path(paths[0]) if paths else dev_corpus()
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

@@ -94,6 +94,24 @@ def test_blind_sets_are_at_least_95_percent_right_and_never_auto_recover_falsely
     assert timing.invented == []
 
 
+BLIND3 = "bench/data/real_errors.blind3.jsonl"
+ROW_FIELDS = (
+    "id", "provider", "tool", "kind", "text", "http_status", "headers", "source", "code",
+    "class", "timing", "notes",
+)  # fmt: skip
+
+
+def test_the_third_blind_set_loads_as_evidence_and_is_not_scored_here() -> None:
+    """blind3 is a fresh measurement (not yet tuned against): only its form is checked."""
+    rows = _rows_of(BLIND3)
+    assert len(rows) >= 100
+    assert len({row["id"] for row in rows}) == len(rows)
+    for row in rows:
+        assert tuple(row) == ROW_FIELDS, row["id"]
+        evidence_from_row(row)
+        server_hint(row)
+
+
 def test_a_server_hint_is_what_the_label_places_in_time() -> None:
     assert server_hint({"timing": {"seconds": 26, "source": "RetryInfo.retryDelay"}}) == (
         ServerHint(seconds=26.0)
