@@ -22,7 +22,7 @@ from typing import Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from circuits.marks import FailureMark, latest_reset, models_qualify, qualifies, retained
+from circuits.marks import FailureMark, directly_qualify, latest_reset, models_qualify, retained
 from circuits.qualify import FailureLike, Severity, severity, trusted_reset
 from circuits.release import hashed_jitter
 from circuits.settings import CircuitSettings, UtcDatetime, to_utc
@@ -158,8 +158,9 @@ def record_failure(
     if opens and min_models <= 1:
         return _open(state, failure.code, now, reset, settings, seed)
     mark = FailureMark(
-        at=now, route_id=route_id, code=failure.code, reset_at=reset, model=model, opens=opens
-    )
+        at=now, route_id=route_id, code=failure.code, reset_at=reset, model=model, opens=opens,
+        min_models=min_models,
+    )  # fmt: skip
     return _count_transient(state, mark, settings, seed, min_models)
 
 
@@ -325,7 +326,7 @@ def _count_transient(
     kept = (m for m in state.recent_failures if m.at > horizon)
     recent = retained((*kept, mark), settings)
     if (
-        qualifies(recent, settings)
+        directly_qualify(recent, settings)
         if min_models <= 1
         else models_qualify(recent, settings, min_models)
     ):

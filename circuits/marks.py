@@ -30,6 +30,10 @@ class FailureMark(BaseModel):
     reset_at: UtcDatetime | None = None
     model: str | None = None
     opens: bool = False
+    # The distinct failing models this mark's circuit needs to open (circuits.resource's
+    # failure_targets): 1 for a failure that counts on this circuit directly, more for a
+    # model's failure on the provider-wide circuit, which must never count directly.
+    min_models: int = Field(default=1, ge=1)
 
 
 Marks = tuple[FailureMark, ...]
@@ -41,6 +45,11 @@ def qualifies(marks: Marks, settings: CircuitSettings) -> bool:
     return len(marks) >= settings.transient_threshold and (
         len(routes) >= settings.min_distinct_routes
     )
+
+
+def directly_qualify(marks: Marks, settings: CircuitSettings) -> bool:
+    """The transient threshold over the marks that count on the circuit directly."""
+    return qualifies(tuple(m for m in marks if m.min_models <= 1), settings)
 
 
 def models_qualify(marks: Marks, settings: CircuitSettings, min_models: int) -> bool:
@@ -62,13 +71,14 @@ def latest_reset(marks: Marks, now: datetime) -> datetime | None:
 
 def retained(marks: Marks, settings: CircuitSettings) -> Marks:
     """The marks (oldest first) that decide exactly as all of `marks` do, for any later
-    window and any newer marks: per model, its newest `transient_threshold` marks, the
-    newest mark of each of its newest `min_distinct_routes` routes and its newest opening
-    mark; and every mark whose reset is later than that of every newer mark (so the
-    latest reset left in any window is kept). A window drops the oldest marks first, so
-    what is newest now stays newest among the survivors. At most `max_recent_failures`."""
+    window and any newer marks: per model, and within it apart for the marks that count
+    directly, the newest `transient_threshold` marks, the newest mark of each of the
+    newest `min_distinct_routes` routes and the newest opening mark; and every mark whose
+    reset is later than that of every newer mark (so the latest reset left in any window
+    is kept). A window drops the oldest marks first, so what is newest now stays newest
+    among the survivors. At most `max_recent_failures`."""
     keep: set[int] = set()
-    for indexes in _indexes_by_model(marks).values():
+    for indexes in _indexes_by_rule(marks).values():
         keep.update(indexes[-settings.transient_threshold :])
         routes: set[str] = set()
         opening_kept = False
@@ -101,4 +111,12 @@ def _indexes_by_model(marks: Marks) -> dict[str | None, list[int]]:
     found: dict[str | None, list[int]] = {}
     for index, mark in enumerate(marks):
         found.setdefault(mark.model, []).append(index)
+    return found
+
+
+def _indexes_by_rule(marks: Marks) -> dict[tuple[str | None, bool], list[int]]:
+    """Mark indexes by model and by whether they count directly (each rule's subsets)."""
+    found: dict[tuple[str | None, bool], list[int]] = {}
+    for index, mark in enumerate(marks):
+        found.setdefault((mark.model, mark.min_models <= 1), []).append(index)
     return found

@@ -446,3 +446,20 @@ def test_hard_failures_of_two_models_open_it_one_each() -> None:
     assert state.status is CircuitStatus.CLOSED
     state = record_failure(state, gone, "a", at(1), EXACT, model="y", min_models=2)
     assert state.status is CircuitStatus.OPEN
+
+
+def test_models_failures_on_the_provider_wide_circuit_never_count_toward_its_own_threshold() -> (
+    None
+):
+    # Several accounts' routes see one model overloaded: on the provider-wide circuit
+    # those marks wait for a second failing model. One unreachable-provider failure
+    # (which counts there directly) must not open it on their strength.
+    state = CLOSED
+    for n, route in enumerate(("a", "b", "c", "d")):
+        state = record_failure(state, failure("provider_overloaded"), route, at(n), SETTINGS,
+                               model="m1", min_models=2)  # fmt: skip
+    state = record_failure(state, failure("network_unavailable"), "e", at(5), SETTINGS)
+    assert state.status is CircuitStatus.CLOSED
+    state = record_failure(state, failure("network_unavailable"), "f", at(6), SETTINGS)
+    state = record_failure(state, failure("network_unavailable"), "g", at(7), SETTINGS)
+    assert state.status is CircuitStatus.OPEN

@@ -8,14 +8,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from circuits import CircuitSettings
-from circuits.marks import FailureMark, latest_reset, models_qualify, qualifies, retained
+from circuits.marks import (
+    FailureMark,
+    directly_qualify,
+    latest_reset,
+    models_qualify,
+    qualifies,
+    retained,
+)
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 WIDE = CircuitSettings(max_recent_failures=100_000)
 
 
-def mark(
-    seconds: int, route: str, model: str | None, reset: int | None, opens: bool
+Raw = tuple[int, str, str | None, int | None, bool, bool]
+
+
+def mark(  # noqa: PLR0917 - one mark's fields
+    seconds: int, route: str, model: str | None, reset: int | None, opens: bool, wide: bool = False
 ) -> FailureMark:
     return FailureMark(
         at=T0 + timedelta(seconds=seconds),
@@ -24,16 +34,18 @@ def mark(
         reset_at=None if reset is None else T0 + timedelta(seconds=reset),
         model=model,
         opens=opens,
+        min_models=2 if wide else 1,
     )
 
 
 marks_of = st.lists(
     st.builds(
-        lambda gap, route, model, reset, opens: (gap, route, model, reset, opens),
+        lambda *fields: fields,
         st.integers(0, 5),
         st.sampled_from(["a", "b", "c", "d"]),
         st.sampled_from([None, "m1", "m2", "m3"]),
         st.one_of(st.none(), st.integers(0, 200)),
+        st.booleans(),
         st.booleans(),
     ),
     max_size=40,
@@ -41,18 +53,20 @@ marks_of = st.lists(
 knobs = st.tuples(st.integers(1, 5), st.integers(1, 4), st.integers(1, 3))
 
 
-def timeline(raw: list[tuple[int, str, str | None, int | None, bool]]) -> tuple[FailureMark, ...]:
+def timeline(raw: list[Raw]) -> tuple[FailureMark, ...]:
     seconds, out = 0, []
-    for gap, route, model, reset, opens in raw:
+    for gap, route, model, reset, opens, wide in raw:
         seconds += gap
-        out.append(mark(seconds, route, model, None if reset is None else seconds + reset, opens))
+        at_reset = None if reset is None else seconds + reset
+        out.append(mark(seconds, route, model, at_reset, opens, wide))
     return tuple(out)
 
 
 def decisions(marks: tuple[FailureMark, ...], config: CircuitSettings, min_models: int,
-              now: datetime) -> tuple[bool, bool, datetime | None]:  # fmt: skip
+              now: datetime) -> tuple[bool, bool, bool, datetime | None]:  # fmt: skip
     return (
         qualifies(marks, config),
+        directly_qualify(marks, config),
         models_qualify(marks, config, min_models),
         latest_reset(marks, now),
     )
@@ -61,8 +75,8 @@ def decisions(marks: tuple[FailureMark, ...], config: CircuitSettings, min_model
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(marks_of, marks_of, knobs, st.integers(0, 120))
 def test_kept_marks_decide_as_all_marks_for_any_later_window_and_newer_marks(
-    earlier: list[tuple[int, str, str | None, int | None, bool]],
-    later: list[tuple[int, str, str | None, int | None, bool]],
+    earlier: list[Raw],
+    later: list[Raw],
     knob: tuple[int, int, int],
     window_start_s: int,
 ) -> None:
