@@ -120,6 +120,8 @@ class Session:
             self.profile, caller="kanban", invocation_id=self.invocation_id,
             provider_session_id=f"native-{self.route_id}",
         )  # fmt: skip
+        if snap is not None and snap.state in WAITING:  # parked on its open circuits
+            snap = await self._follow(snap)
         for number in range(turns):
             if snap is None:
                 return

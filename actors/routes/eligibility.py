@@ -22,8 +22,10 @@ in this cycle:
   has passed; actors/engine/circuit_effects.py), so an expired circuit is always probed
   by the next start that could use it rather than avoided forever; the route then
   carries the lease (`circuit`, `probe_token`) and its next report is the verdict. When
-  all are blocked it starts on the first one as before (its failure, if any, is
-  reported and parks).
+  all are blocked it is parked on the first one (`retry_wait`, reason `circuit_open`,
+  its first attempt dispatched when the circuit can next be probed) if that wake fits
+  the longest its policy holds any failure; else it starts on it as before (its
+  failure, if any, is reported and decides).
 
 Capping a park (a Retry or a WaitForReset on a blocked candidate): parking is allowed
 while the circuit's wake (when its probe can next be had) is within the decision's own
@@ -161,6 +163,26 @@ def probing(board: CircuitBoard | None, park: Park | None, route_id: str | None)
     if granted is None or granted[0] != park.circuit:
         return None
     return Probe(park.circuit, granted[1].owner_token)
+
+
+def start_park(
+    board: CircuitBoard | None,
+    profile: RouteProfile,
+    candidate: RouteCandidate,
+    route_id: str,
+    now: datetime,
+) -> Park | None:
+    """Where a start on `candidate` (every candidate blocked, no probe of its own) waits:
+    its circuit's wake, when that fits the longest the candidate's policy holds any class
+    of failure (a quota the account waits out is not sent again meanwhile); else None,
+    and the start runs on it as before (its failure, if any, is reported and decides)."""
+    if board is None:
+        return None
+    park = blocked(board, profile, candidate, now)
+    if park is None or probing(board, park, route_id) is not None:
+        return None
+    horizon = max(hold_seconds(candidate, error_class) for error_class in POLICY_CLASSES)
+    return park if park.until <= now + timedelta(seconds=horizon) else None
 
 
 def start_probe_changes(

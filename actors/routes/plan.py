@@ -24,8 +24,11 @@ candidate is left to run on. It reads no clock and does no I/O.
 
 from __future__ import annotations
 
+from typing import Any
+
 from actors.errors import InvalidStateError, NoEligibleCandidateError, StaleGenerationError
 from actors.keys import valid_request_id
+from actors.routes.circuit_board import REASON_PARKED
 from actors.routes.commands import (
     CancelWait,
     Close,
@@ -48,7 +51,7 @@ from actors.routes.commands import (
     request_id_of,
 )
 from actors.routes.dispatch_outcomes import return_unsent_transition, settle_dispatch_transition
-from actors.routes.eligibility import choose_start, start_probe_changes
+from actors.routes.eligibility import choose_start, start_park, start_probe_changes
 from actors.routes.judgement import failure_transition
 from actors.routes.models import CycleRecord, RouteSnapshot, RouteUpdate, Transition, attempt_due
 from actors.routes.parking import gated_step, release_transition
@@ -114,18 +117,24 @@ def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteCont
     first = choose_start(context.circuits, command.profile, context.now, snapshot.route_id)
     if first is None:
         raise NoEligibleCandidateError(snapshot.route_id, "start")
-    probe = start_probe_changes(
+    fields: dict[str, Any] = {"state": "active"}
+    fields |= start_probe_changes(
         context.circuits, command.profile, first, snapshot.route_id, context.now
     )
+    park = start_park(context.circuits, command.profile, first, snapshot.route_id, context.now)
+    if park is not None:  # every candidate is blocked: its first attempt waits on it
+        fields |= {
+            "state": "retry_wait", "pending_outcome": "retry", "deadline": park.until,
+            "reason": REASON_PARKED, "circuit": park.circuit,
+        }  # fmt: skip
     route = RouteUpdate(
-        state="active",
         candidate_id=first.id,
         candidate_index=first.index,
         caller=command.caller,
         invocation_id=command.invocation_id,
         provider_session_id=command.provider_session_id,
         profile=profile_json(command.profile),
-        **probe,
+        **fields,
     )
     return step(snapshot, context, cause="start", route=route, decision="start")
 

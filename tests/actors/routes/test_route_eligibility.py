@@ -23,12 +23,14 @@ from actors.routes.commands import (
     StartFresh,
     StopRoute,
 )
+from actors.routes.eligibility import hold_seconds
 from actors.routes.models import RouteSnapshot
 from actors.routes.plan import plan
+from actors.routes.profiles import candidates_of
 from actors.store.route_codec import applied_snapshot
 from catalogue import Evidence
 from circuits import CircuitSettings, CircuitState, ProbeGrant, ResourceKey, machine
-from policy import ClassPolicy, DynamicProfile, Outcome
+from policy import POLICY_CLASSES, ClassPolicy, DynamicProfile, Outcome
 from tests.actors.route_builders import T0
 from tests.actors.route_scenarios import (
     candidate,
@@ -235,3 +237,20 @@ def test_a_candidate_without_a_provider_is_never_blocked() -> None:
     views = [CircuitView(resource=k) for _, k in covering(claude)]
     after = failed(started(shape), CircuitBoard(BINDING, views))
     assert after.candidate_id == "local"
+
+
+def test_a_start_with_every_candidate_open_parks_on_the_first_while_its_policy_would_wait() -> None:
+    shape = trio(claude=reset_wait(300, Outcome.SKIP))
+    first = candidates_of(shape)[0]
+    horizon = max(hold_seconds(first, error_class) for error_class in POLICY_CLASSES)
+    assert horizon > 0
+    within = {c.id: opened(horizon - 5) for c in shape.candidates}
+    parked = started(shape, board(shape, within))
+    assert (parked.state, parked.reason, parked.candidate_id) == (
+        "retry_wait", REASON_PARKED, "claude",
+    )  # fmt: skip
+    assert parked.deadline is not None  # the circuit's wake: its reset and a jitter
+    assert T0 + timedelta(seconds=horizon - 5) <= parked.deadline <= T0 + timedelta(seconds=horizon)
+    assert parked.pending_outcome == "retry"
+    beyond = {c.id: opened(horizon + 60) for c in shape.candidates}
+    assert started(shape, board(shape, beyond)).state == "active"
