@@ -112,6 +112,32 @@ def test_the_third_blind_set_loads_as_evidence_and_is_not_scored_here() -> None:
         server_hint(row)
 
 
+BLIND4 = "bench/data/real_errors.blind4.jsonl"
+
+
+def _thread(source: object) -> str:
+    """An issue and a pull request with the same number are one GitHub thread."""
+    return str(source).rstrip("/").lower().replace("/pull/", "/issues/")
+
+
+def test_the_fourth_blind_set_loads_as_evidence_from_threads_no_earlier_set_used() -> None:
+    """blind4 is a fresh measurement (not yet tuned against): only its form is checked, and
+    that every row comes from its own thread, none the source of a dev, holdout, blind2 or
+    blind3 row."""
+    rows = _rows_of(BLIND4)
+    assert len(rows) >= 110
+    assert len({row["id"] for row in rows}) == len(rows)
+    assert len({_thread(row["source"]) for row in rows}) == len(rows)
+    earlier = {_thread(row["source"]) for row in _rows()}
+    for path in (*BLIND_SETS, BLIND3):
+        earlier |= {_thread(row["source"]) for row in _rows_of(path)}
+    for row in rows:
+        assert tuple(row) == ROW_FIELDS, row["id"]
+        assert _thread(row["source"]) not in earlier, row["id"]
+        evidence_from_row(row)
+        server_hint(row)
+
+
 def test_a_server_hint_is_what_the_label_places_in_time() -> None:
     assert server_hint({"timing": {"seconds": 26, "source": "RetryInfo.retryDelay"}}) == (
         ServerHint(seconds=26.0)
