@@ -338,8 +338,8 @@ def _reset_value_hint(value: str, now: datetime) -> tuple[datetime, TimingHint] 
         hint = _absolute(at, now, "header")
         return None if hint is None else (at, hint)
     seconds = number if number is not None else read_full_duration(value)
-    if seconds is None or (hint := _relative(seconds, "header")) is None:
-        return None
+    if not seconds or (hint := _relative(seconds, "header")) is None:
+        return None  # a reset of 0 (Azure's placeholder beside -1 counts) names no reset
     return now + timedelta(seconds=seconds), hint
 
 

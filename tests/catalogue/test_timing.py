@@ -512,6 +512,14 @@ def test_latest_reset_of_exhausted_buckets_wins(
         {"x-ratelimit-reset-tokens": "soon"},
         {"anthropic-ratelimit-tokens-reset": "not a date"},
         {"anthropic-ratelimit-tokens-reset": "2026-11-29T13:00:00"},  # no zone
+        {"x-ratelimit-reset-tokens": "0"},  # a zero reset names no reset
+        {"x-ratelimit-reset-requests": "0s"},
+        # Azure OpenAI's placeholders on a 429 without retry-after (openai-dotnet issue 838).
+        {
+            "x-ratelimit-limit-tokens": "-1",
+            "x-ratelimit-remaining-tokens": "-1",
+            "x-ratelimit-reset-tokens": "0",
+        },
         # Open WebUI sample: buckets with requests left are not limiting.
         {
             "x-ratelimit-remaining-requests": "499",

@@ -112,6 +112,23 @@ SHIPPED_WRAPPED = [
         "invalid_request",
         id="fetch-failed-around-an-invalid-request",
     ),
+    pytest.param(
+        "Connection failed. If the problem persists, please check your internet connection or VPN\n"
+        "Serialization error in aiserver.v1.StreamUnifiedChatRequestWithTools [internal]",
+        "invalid_request",
+        id="cursor-banner-around-an-invalid-request",
+    ),
+    pytest.param(
+        "Connection failed. If the problem persists, please check your internet connection or VPN\n"
+        "Something went wrong [internal]",
+        "unclassified",
+        id="cursor-banner-around-a-non-transport-code-is-no-network-guess",
+    ),
+    pytest.param(
+        "Error: Exit code 137\n(eval):1: killed     npm test",
+        "task_error",
+        id="signal-exit-of-a-tool-is-the-task",
+    ),
 ]
 
 
@@ -155,3 +172,25 @@ def test_litellm_wrapping_a_provider_cause_is_not_a_bare_connection_error() -> N
         "`litellm.APIConnectionError`"
     )
     assert classify(Evidence(kind=EvidenceKind.STDERR, text=text)).code == "provider_overloaded"
+
+
+AGENT_GONE = [
+    (EvidenceKind.EXIT, "Killed"),
+    (EvidenceKind.EXIT, "Terminated"),
+    (EvidenceKind.EXIT, "Command failed with exit code -9 (exit code: -9)"),
+    (EvidenceKind.EXIT, "error: Agent exited with code 143"),
+    (EvidenceKind.EXIT, "process exited with status 137"),
+    (EvidenceKind.STDERR, "agent process killed by signal 15"),
+    (EvidenceKind.SDK_EXCEPTION, "Error: Claude Code process terminated by signal SIGKILL"),
+]
+
+
+@pytest.mark.parametrize(("kind", "text"), AGENT_GONE)
+def test_an_agent_ended_by_a_signal_is_a_transport_loss(kind: EvidenceKind, text: str) -> None:
+    assert classify(Evidence(kind=kind, text=text)).code == "agent_transport_lost"
+
+
+def test_a_bare_killed_inside_the_turn_is_not_the_agent_exiting() -> None:
+    assert classify(Evidence(kind=EvidenceKind.MESSAGE_CHUNK, text="Killed")).code == (
+        "unclassified"
+    )
