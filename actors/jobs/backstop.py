@@ -22,13 +22,14 @@ import redis
 from rq import get_current_job
 
 from actors.clock import Clock
-from actors.errors import InvalidRouteIdError
+from actors.errors import CorruptRouteError, InvalidRouteIdError
 from actors.jobs.backstop_arming import BackstopArmer
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
 from actors.jobs.worker_engine import WorkerEngine, worker_engine
 from actors.keys import KeySpace
 from actors.routes.commands import FireDue
 from actors.routes.models import RouteSnapshot, ScheduleEntry, attempt_retrying
+from actors.routes.quarantine import quarantine_of
 from actors.store.replies import reply_text, reply_texts
 from actors.store.route_codec import decode_schedule
 
@@ -84,7 +85,10 @@ def fire_backstop(
     engine = worker_engine(connection, keys, clock=clock)
     clock = engine.clock
     now = clock.now()
-    entries = host_schedules(connection, keys, host_id, max(float(second), now.timestamp()))
+    until = max(float(second), now.timestamp())
+    entries, corrupt = host_schedules_and_corrupt(connection, keys, host_id, until)
+    if corrupt:  # each its own quarantine; the healthy ones fire all the same
+        engine.commands(host_id, [(error.route_id, quarantine_of(error)) for error in corrupt])
     due = [entry for entry in entries if entry.deadline <= now]
     early = sum(1 for e in entries if e.deadline > now and e.deadline.timestamp() <= second)
     fired, failed = _fire_due(engine, host_id, due)
@@ -131,23 +135,39 @@ def host_schedules(
 ) -> list[ScheduleEntry]:
     """The pending schedules of the routes in the host's index set with a deadline at or
     before `until` (epoch seconds), earliest first."""
+    return host_schedules_and_corrupt(connection, keys, host_id, until)[0]
+
+
+def host_schedules_and_corrupt(
+    connection: redis.Redis, keys: KeySpace, host_id: str, until: float
+) -> tuple[list[ScheduleEntry], list[CorruptRouteError]]:
+    """`host_schedules`, and those of its schedules that cannot be decoded."""
     members = [reply_text(m) for m in connection.zrangebyscore(keys.schedules, "-inf", repr(until))]
     owned: list[str] = []
     for chunk in _chunks(members, READ_BATCH):
         flags = connection.smismember(keys.host_routes(host_id), list(chunk))
         owned += [member for member, flag in zip(chunk, flags, strict=True) if flag]
     entries: list[ScheduleEntry] = []
+    corrupt: list[CorruptRouteError] = []
     for chunk in _chunks(owned, READ_BATCH):
+        names: list[tuple[str, str]] = []
         with connection.pipeline(transaction=False) as pipe:
             for route_id in chunk:
                 try:
-                    pipe.hgetall(keys.schedule(route_id))
+                    names.append((route_id, keys.schedule(route_id)))
                 except InvalidRouteIdError:
                     continue  # never written by a store; never turned into a key
+                pipe.hgetall(names[-1][1])
             hashes = pipe.execute()
-        # A schedule cleared between the reads has no hash any more: it is not pending.
-        entries += [decode_schedule(reply_texts(raw)) for raw in hashes if raw]
-    return entries
+        for (route_id, name), raw in zip(names, hashes, strict=True):
+            if not raw:  # cleared between the reads: it is not pending
+                continue
+            try:
+                entries.append(decode_schedule(reply_texts(raw), route_id, name))
+            except CorruptRouteError as error:
+                log.warning("corrupt schedule of route %s: %s", route_id, error.reason)
+                corrupt.append(error)
+    return entries, corrupt
 
 
 def _chunks(items: Sequence[_Item], size: int) -> Iterable[Sequence[_Item]]:
