@@ -1,6 +1,6 @@
 """The durable backstop job (docs/DESIGN.md §3 "Timers"); actors/jobs/backstop_arming.py arms it.
 
-The job, `run_backstop(prefix, host_id, second, dispatcher)`: reads the schedules of the
+The job, `run_backstop(prefix, host_id, second, dispatcher, queue)`: reads the schedules of the
 host's routes (its index set `keys.host_routes(host)` against the schedules zset) up to
 `max(second, now)`, fires every one whose deadline has come and enqueues its dispatch
 (`enqueue_dispatch`: the ledger and the job id make a repeat harmless). If some with a
@@ -59,14 +59,18 @@ class BackstopReport:
         }  # fmt: skip
 
 
-def run_backstop(prefix: str, host_id: str, second: int, dispatcher: str) -> dict[str, Any]:
-    """The rq job: fire host `host_id`'s due schedules and dispatch them."""
+def run_backstop(
+    prefix: str, host_id: str, second: int, dispatcher: str, queue: str | None = None
+) -> dict[str, Any]:
+    """The rq job: fire host `host_id`'s due schedules and dispatch them on dispatch queue
+    `queue` (None, from a job armed before backstops had their own queue: its own)."""
     job = get_current_job()
     if job is None:
         raise RuntimeError("run_backstop runs as an rq job")
     report = fire_backstop(
-        job.connection, job.origin, KeySpace(prefix), host_id, second, dispatcher=dispatcher
-    )
+        job.connection, queue or job.origin, KeySpace(prefix), host_id, second,
+        dispatcher=dispatcher,
+    )  # fmt: skip
     return report.as_result()
 
 
@@ -81,7 +85,7 @@ def fire_backstop(
     clock: Clock | None = None,
 ) -> BackstopReport:
     """What a backstop job does, on `connection`, at `clock`'s time (None: the worker's
-    engine and its clock, the wall clock)."""
+    engine and its clock, the wall clock); `queue_name` is the dispatch queue."""
     engine = worker_engine(connection, keys, clock=clock)
     clock = engine.clock
     now = clock.now()
