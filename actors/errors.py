@@ -18,20 +18,24 @@ from catalogue.errors import RecoveryError
 from catalogue.sanitize import sanitize
 
 __all__ = [
+    "CORRUPT_PREFIX",
     "CircuitConflictError",
     "CircuitStoreUnavailableError",
     "CorruptCircuitError",
     "CorruptProfileError",
+    "CorruptRouteError",
     "InvalidCircuitInputError",
     "InvalidIdentifierError",
     "InvalidRouteIdError",
     "InvalidStateError",
     "NoEligibleCandidateError",
     "RecoveryError",
+    "StaleFieldError",
     "StaleGenerationError",
     "StaleOrdinalError",
     "StoreUnavailableError",
     "TransitionRejectedError",
+    "corrupt_reason",
     "error_report",
     "error_text",
 ]
@@ -157,6 +161,23 @@ class StaleOrdinalError(TransitionRejectedError):
         )
 
 
+class StaleFieldError(TransitionRejectedError):
+    """A quarantine lost its fence: the corrupt field it was planned from no longer holds
+    the text it read (another writer got there first)."""
+
+    def __init__(
+        self, route_id: str, field: str, actual_generation: int, actual_state: str
+    ) -> None:
+        self.route_id = route_id
+        self.field = field
+        self.actual_generation = actual_generation
+        self.actual_state = actual_state
+        super().__init__(f"route {route_id!r}: field {field!r} changed since it was read")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.route_id, self.field, self.actual_generation, self.actual_state))
+
+
 class NoEligibleCandidateError(RecoveryError):
     """A route cannot start (or start fresh, or resume) because its profile offers no
     enabled candidate to run on. Nothing was written."""
@@ -244,3 +265,57 @@ class CircuitStoreUnavailableError(StoreUnavailableError):
     def __init__(self, operation: str, detail: str) -> None:
         super().__init__(operation, detail)
         self.args = (f"circuit store unavailable during {operation}: {detail}",)
+
+
+class CorruptRouteError(RecoveryError):
+    """A route's stored data that does not decode: `field` of the hash at `key` (`where`
+    is "route" for the route hash, "schedule" for its schedule hash). `stored` is the
+    field's text as found (the quarantine's fence, never shown), `salvaged` the route
+    with what could be read (a RouteSnapshot, None for a schedule). `reason` is what the
+    quarantined route says: `corrupt: <key> <field>: <detail>`, sanitised and bounded."""
+
+    def __init__(
+        self,
+        route_id: str,
+        key: str,
+        field: str,
+        detail: str,
+        *,
+        where: str = "route",
+        stored: str = "",
+        salvaged: Any = None,
+    ) -> None:
+        self.route_id = route_id
+        self.key = key
+        self.field = field
+        self.detail = detail
+        self.where = where
+        self.stored = stored
+        self.salvaged = salvaged
+        self.reason = corrupt_reason(key, field, detail)
+        super().__init__(f"route {route_id!r}: {self.reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_corrupt_route, (self.route_id, self.key, self.field, self.detail, self.where,
+                                 self.stored, self.salvaged))  # fmt: skip
+
+
+def _corrupt_route(  # noqa: PLR0917 - the pickled identifiers, in order
+    route_id: str, key: str, field: str, detail: str, where: str, stored: str, salvaged: Any
+) -> CorruptRouteError:
+    return CorruptRouteError(
+        route_id, key, field, detail, where=where, stored=stored, salvaged=salvaged
+    )
+
+
+CORRUPT_PREFIX = "corrupt: "
+CORRUPT_DETAIL_CHARS = 240
+
+
+def corrupt_reason(key: str, field: str, detail: str) -> str:
+    """The reason a quarantined route carries: it begins `corrupt:` and names the key and
+    field; the detail is sanitised and cut to CORRUPT_DETAIL_CHARS."""
+    shown = sanitize(detail)
+    if len(shown) > CORRUPT_DETAIL_CHARS:
+        shown = shown[: CORRUPT_DETAIL_CHARS - 1] + "…"
+    return f"{CORRUPT_PREFIX}{sanitize(key)[:300]} {sanitize(field)[:64]}: {shown}"

@@ -13,6 +13,7 @@ from redis.retry import Retry
 
 from actors.errors import (
     CorruptProfileError,
+    CorruptRouteError,
     InvalidIdentifierError,
     RecoveryError,
     StoreUnavailableError,
@@ -37,6 +38,7 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
         except (
             CliError,
             CorruptProfileError,
+            CorruptRouteError,
             InvalidIdentifierError,
             StoreUnavailableError,
         ) as error:
@@ -60,6 +62,7 @@ def connect(url: str) -> redis.Redis:
         client = redis.Redis.from_url(
             url,
             decode_responses=True,
+            encoding_errors="surrogateescape",  # a corrupt value is read, not raised
             socket_timeout=TIMEOUT_S,
             socket_connect_timeout=TIMEOUT_S,
             retry=Retry(NoBackoff(), 0),

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
 from actors.cli.common import CliError, args_now, guarded
+from actors.cli.corrupt_routes import print_corrupt
 from actors.cli.format import cell, due_in_s, relative, table, when
 from actors.cli.installation import installation_options, open_redis
 from actors.cli.policy import aware_datetime
@@ -35,7 +37,7 @@ from actors.store.sync_reads import (
     read_history,
     read_last_events,
     read_route,
-    read_routes,
+    read_routes_and_corrupt,
     read_schedules,
 )
 
@@ -63,6 +65,10 @@ def register(commands: Any) -> None:
         "routes", parents=[common], help="every route with its state and pending outcome"
     )
     routes_cmd.add_argument("--state", choices=ROUTE_STATES, help="only routes in this state")
+    routes_cmd.add_argument(
+        "--corrupt", action="store_true",
+        help="only routes whose stored data was found corrupt (quarantined or not yet)",
+    )  # fmt: skip
     routes_cmd.set_defaults(run=guarded(run_routes))
 
     route_cmd = commands.add_parser(
@@ -230,7 +236,14 @@ def run_schedules(args: argparse.Namespace) -> int:
 def run_routes(args: argparse.Namespace) -> int:
     client, keys = open_redis(args)
     with client:
-        routes = read_routes(client, keys, args.state)
+        if args.corrupt:
+            return print_corrupt(client, keys, as_json=args.json)
+        routes, unreadable = read_routes_and_corrupt(client, keys, args.state)
+    if unreadable:
+        print(
+            f"recovery routes: {len(unreadable)} route(s) could not be read (not shown): "
+            "see `recovery routes --corrupt`", file=sys.stderr,
+        )  # fmt: skip
     now = args_now(args)
     if args.json:
         for route in routes:

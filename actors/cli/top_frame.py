@@ -26,6 +26,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict
 
+from actors.errors import CorruptRouteError
 from actors.routes.models import ROUTE_STATES
 from actors.store.route_codec import decode_schedule
 from circuits import CircuitStatus
@@ -118,7 +119,11 @@ def compute_frame(raw: RawReads) -> TopFrame:
         schedules=ScheduleSummary(
             pending=raw.schedules_total,
             overdue=raw.schedules_overdue,
-            next=[_next_deadline(entry, raw.now) for entry in raw.next_schedules],
+            next=[
+                found
+                for entry in raw.next_schedules
+                if (found := _next_deadline(entry, raw.now)) is not None
+            ],
         ),
         transitions=transition_rate(raw),
         dispatches=_sampled(raw, _counts(map(ledger_outcome, raw.ledgers), LEDGER_OUTCOMES)),
@@ -173,8 +178,14 @@ def _counts(values: Iterable[str], known: Sequence[str]) -> dict[str, int]:
     return {**dict.fromkeys(known, 0), **seen}
 
 
-def _next_deadline(raw: Mapping[str, str], now: datetime) -> NextDeadline:
-    entry = decode_schedule(raw)
+def _next_deadline(raw: Mapping[str, str], now: datetime) -> NextDeadline | None:
+    """The schedule as shown; None for one that cannot be decoded (the host that owns it
+    quarantines it; `recovery routes --corrupt` lists it)."""
+    route_id = raw.get("route", "?")
+    try:
+        entry = decode_schedule(raw, route_id, f"schedule of {route_id}")
+    except CorruptRouteError:
+        return None
     deadline = entry.deadline.astimezone(UTC)
     return NextDeadline(
         route_id=entry.route_id,

@@ -107,7 +107,11 @@ def _schedules(client: redis.Redis, keys: KeySpace) -> dict[str, ScheduleEntry]:
         for route_id in routes:
             pipeline.hgetall(keys.schedule(route_id))
         hashes = pipeline.execute()
-    return {r: decode_schedule(_texts(h)) for r, h in zip(routes, hashes, strict=True) if h}
+    return {
+        r: decode_schedule(_texts(h), r, keys.schedule(r))
+        for r, h in zip(routes, hashes, strict=True)
+        if h
+    }
 
 
 def _ledger_outcomes(client: redis.Redis, keys: KeySpace) -> Counter[str]:

@@ -24,12 +24,13 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
-from datetime import datetime
 from typing import Final
 
 from actors.engine.circuit_effects import CircuitEffects, Release
+from actors.engine.classifier import RoundClassifier
 from actors.engine.requests import Outcome, answer_replays, record_unchanged, request_record
 from actors.errors import (
+    CorruptRouteError,
     InvalidRouteIdError,
     RecoveryError,
     StoreUnavailableError,
@@ -46,8 +47,8 @@ from actors.routes.commands import (
 )
 from actors.routes.models import RouteSnapshot, Transition
 from actors.routes.plan import plan
+from actors.routes.quarantine import quarantine_of, quarantine_transition, salvaged_of
 from actors.store.route_store import RouteStore
-from catalogue import Classification, Evidence, classify
 
 RELEASE_BATCH: Final = 500
 
@@ -96,34 +97,6 @@ class RouteLocks:
             yield
 
 
-class RoundClassifier:
-    """catalogue.classify, once per distinct evidence: a round plans every item at the
-    same `now`, and classification is a function of (evidence, now), so reports of one
-    outage (the same error body from many sessions) are classified once per round."""
-
-    __slots__ = ("_seen",)
-
-    def __init__(self) -> None:
-        self._seen: dict[tuple[object, ...], Classification] = {}
-
-    def __call__(self, evidence: Evidence, now: datetime) -> Classification:
-        key = _evidence_key(evidence)
-        found = self._seen.get(key)
-        if found is None:
-            found = self._seen[key] = classify(evidence, now)
-        return found
-
-
-def _evidence_key(evidence: Evidence) -> tuple[object, ...]:
-    values = [getattr(evidence, name) for name in _EVIDENCE_FIELDS]
-    values[_HEADERS_AT] = tuple(sorted(evidence.headers.items()))
-    return (*values,)
-
-
-_EVIDENCE_FIELDS: Final = tuple(Evidence.model_fields)
-_HEADERS_AT: Final = _EVIDENCE_FIELDS.index("headers")
-
-
 def rounds(items: Sequence[tuple[str, RouteCommand]]) -> list[list[int]]:
     """Item indexes by round: each route at most once per round, in the given order."""
     seen: dict[str, int] = {}
@@ -151,11 +124,14 @@ class BatchRunner:
         context: Callable[[], RouteContext],
         on_applied: Callable[[RouteSnapshot], None] | None = None,
         circuits: CircuitEffects | None = None,
+        *,
+        on_quarantined: Callable[[RouteSnapshot, str], None] | None = None,
     ) -> None:
         self.store = store
         self.locks = locks
         self._context = context
         self._on_applied = on_applied
+        self._on_quarantined = on_quarantined
         self.circuits = circuits
 
     async def run(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
@@ -210,8 +186,9 @@ class BatchRunner:
                 read = await self.store.read_snapshots(route_ids)
             except RecoveryError as error:
                 return [error] * len(items), []
-            # A route whose stored data cannot be read is that item's error; the others go on.
+            # A route whose stored data cannot be read is quarantined; the others go on.
             outcomes: list[Outcome] = list(read)
+            await self._quarantine(outcomes, context)
             readable = [(i, r) for i, r in enumerate(read) if isinstance(r, RouteSnapshot)]
             done, releases = await self._run_readable(
                 [items[i] for i, _ in readable], [r for _, r in readable], context
@@ -219,6 +196,19 @@ class BatchRunner:
             for (index, _), outcome in zip(readable, done, strict=True):
                 outcomes[index] = outcome
         return outcomes, releases
+
+    async def _quarantine(self, outcomes: list[Outcome], context: RouteContext) -> None:
+        """Quarantine every route read as corrupt (actors/routes/quarantine.py): its item's
+        outcome is the route once stopped, or why the quarantine was not written."""
+        planned: list[tuple[int, Transition]] = []
+        for index, found in enumerate(outcomes):
+            if isinstance(found, CorruptRouteError):
+                log.warning("route %s is corrupt, quarantined: %s", found.route_id, found.reason)
+                command = quarantine_of(found)
+                transition = quarantine_transition(salvaged_of(found), command, context)
+                if transition is not None:
+                    planned.append((index, transition))
+        await self._apply(planned, outcomes)
 
     async def _run_readable(
         self,
@@ -293,13 +283,19 @@ class BatchRunner:
         except StoreUnavailableError as error:
             applied = [error] * len(planned)
         lost: list[int] = []
-        for (index, _), result in zip(planned, applied, strict=True):
+        for (index, transition), result in zip(planned, applied, strict=True):
             outcomes[index] = result
             if isinstance(result, TransitionRejectedError):
                 lost.append(index)
-            elif self._on_applied is not None and isinstance(result, RouteSnapshot):
-                self._on_applied(result)
+            elif isinstance(result, RouteSnapshot):
+                self._observe(result, transition)
         return lost
+
+    def _observe(self, snapshot: RouteSnapshot, transition: Transition) -> None:
+        if self._on_applied is not None:
+            self._on_applied(snapshot)
+        if transition.unchanged is not None and self._on_quarantined is not None:
+            self._on_quarantined(snapshot, transition.unchanged.field)
 
     async def _replan(
         self,

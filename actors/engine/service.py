@@ -10,9 +10,12 @@ the generation, state and attempt ordinal it was planned from.
 Errors: a stale expected generation raises StaleGenerationError, a command the route's
 state does not allow raises InvalidStateError (or StaleOrdinalError when another writer
 overtook the read), all with no effect; a Redis failure raises StoreUnavailableError and
-nothing else happens; a stored profile that cannot be read raises CorruptProfileError
-(a failure report on such a route stops it instead). `fire_due` never raises a
-rejection: a late, duplicate or early timer returns the route as it is.
+nothing else happens; a stored profile that is not a valid profile raises
+CorruptProfileError (a failure report on such a route stops it instead). A route whose
+stored data does not decode at all is quarantined by whatever command meets it
+(actors/routes/quarantine.py): the answer is the route stopped, `corrupt: ...`.
+`fire_due` never raises a rejection: a late, duplicate or early timer returns the route
+as it is.
 
 Circuits: with `circuits` (actors/engine/circuit_effects.py) every call plans against the
 circuits of its route's candidate: a wait on an open circuit is parked, a due attempt
@@ -30,7 +33,7 @@ from actors.clock import Clock
 from actors.engine.batch import BatchRunner, RouteLocks
 from actors.engine.circuit_effects import CircuitEffects
 from actors.engine.requests import Outcome
-from actors.errors import TransitionRejectedError
+from actors.errors import CorruptRouteError, TransitionRejectedError
 from actors.keys import AttemptFence
 from actors.routes.commands import (
     CancelWait,
@@ -51,6 +54,7 @@ from actors.routes.commands import (
 )
 from actors.routes.models import AttemptRecord, CallerContext, RouteSnapshot, ScheduleEntry
 from actors.routes.profiles import RouteProfile
+from actors.routes.quarantine import quarantine_of
 from actors.routes.steps import LIVE
 from actors.store.route_store import RouteStore
 from catalogue import Classification, Evidence
@@ -72,15 +76,19 @@ class RouteService:
         on_applied: Callable[[RouteSnapshot], None] | None = None,
         circuits: CircuitEffects | None = None,
         locks: RouteLocks | None = None,
+        on_quarantined: Callable[[RouteSnapshot, str], None] | None = None,
     ) -> None:
         """`locks`: shared with other services writing the same routes in this process
-        (a worker's services per host), so each route's transitions stay serial."""
+        (a worker's services per host), so each route's transitions stay serial.
+        `on_quarantined(snapshot, field)` sees every route quarantined (metrics)."""
         self.store = store
         self.settings = settings or RouteSettings()
         self._clock = clock
         self.locks = locks or RouteLocks()
         self.circuits = circuits
-        self._runner = BatchRunner(store, self.locks, self._context, on_applied, circuits)
+        self._runner = BatchRunner(
+            store, self.locks, self._context, on_applied, circuits, on_quarantined=on_quarantined
+        )
 
     # Starting and reporting
 
@@ -190,8 +198,14 @@ class RouteService:
     async def fire_due_schedules(self, limit: int = 100) -> list[RouteSnapshot]:
         """Fire every schedule whose deadline has come (earliest first, at most `limit`):
         what a coalesced backstop job does. The snapshots after each attempt to fire."""
-        due = await self.store.due_schedules(self._clock.now(), limit)
+        due, corrupt = await self.store.due_and_corrupt(self._clock.now(), limit)
+        await self.quarantine(corrupt)
         return [await self.fire_due(entry.fence) for entry in due]
+
+    async def quarantine(self, corrupt: Sequence[CorruptRouteError]) -> list[Outcome]:
+        """Quarantine the routes whose stored data a reader found corrupt (their schedule
+        hash, say): each goes to `action_required` naming the key and field."""
+        return await self.run_many([(error.route_id, quarantine_of(error)) for error in corrupt])
 
     # Reads
 

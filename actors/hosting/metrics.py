@@ -6,6 +6,8 @@ so importing this module costs nothing and a process outside Ray records into no
     recovery_route_transitions_total{state}                  route writes, by the state left
     recovery_route_decisions_total{decision,error_class,code} failure decisions
     recovery_route_rejections_total{reason}                  fenced calls refused, by type
+    recovery_route_quarantined_total{field}                  corrupt routes quarantined, by
+                                                              the field found corrupt
     recovery_route_batch_size                                 requests per host call
     recovery_route_pending_timers{host}                       armed in-process timers
     recovery_timer_lateness_seconds                           fire time - deadline
@@ -66,6 +68,7 @@ class RouteMetrics:
     timer_lateness: Histogram
     dispatches: Counter
     dispatch_enqueue: Histogram
+    quarantined: Counter
 
     def transition(self, snapshot: RouteSnapshot) -> None:
         self.transitions.inc(1, tags={"state": snapshot.state})
@@ -81,6 +84,10 @@ class RouteMetrics:
 
     def rejection(self, error: Exception) -> None:
         self.rejections.inc(1, tags={"reason": type(error).__name__})
+
+    def quarantine(self, snapshot: RouteSnapshot, field: str) -> None:
+        """A corrupt route was quarantined (actors/routes/quarantine.py)."""
+        self.quarantined.inc(1, tags={"field": field})
 
 
 @cache
@@ -124,6 +131,11 @@ def route_metrics() -> RouteMetrics:
             "recovery_dispatch_enqueue_seconds",
             description="From a route's retrying write to its dispatch job on the rq queue.",
             boundaries=LATENESS_BOUNDARIES,
+        ),
+        quarantined=Counter(
+            "recovery_route_quarantined_total",
+            description="Corrupt routes quarantined (action_required, corrupt: ...), by field.",
+            tag_keys=("field",),
         ),
     )
 

@@ -130,7 +130,7 @@ class RouteHost:
         )  # fmt: skip
         self._service = RouteService(
             self._store, self._clock, settings=route_settings, on_applied=self._metrics.transition,
-            circuits=effects,
+            circuits=effects, on_quarantined=self._metrics.quarantine,
         )  # fmt: skip
         self._timers = RouteTimers(
             self._timers_fired, self._clock, on_fired=self._metrics.timer_lateness.observe,
@@ -263,7 +263,12 @@ class RouteHost:
         if not members:
             return []
         owned = {str(member) for member in members}
-        return [entry for entry in await self._store.schedules() if entry.route_id in owned]
+        entries, corrupt = await self._store.schedules_and_corrupt()
+        # A schedule that cannot be read is its route's quarantine, never a host not ready.
+        for outcome in await self._service.quarantine([c for c in corrupt if c.route_id in owned]):
+            if isinstance(outcome, Exception):
+                log.warning("route host %s: a quarantine failed: %s", self.host_id, outcome)
+        return [entry for entry in entries if entry.route_id in owned]
 
     async def run_batch(self, items: list[BatchItem]) -> list[Any]:
         """A batch of route requests from one HostBatcher (actors/hosting/batcher.py): the

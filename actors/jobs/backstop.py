@@ -1,6 +1,6 @@
 """The durable backstop job (docs/DESIGN.md §3 "Timers"); actors/jobs/backstop_arming.py arms it.
 
-The job, `run_backstop(prefix, host_id, second, dispatcher)`: reads the schedules of the
+The job, `run_backstop(prefix, host_id, second, dispatcher, queue)`: reads the schedules of the
 host's routes (its index set `keys.host_routes(host)` against the schedules zset) up to
 `max(second, now)`, fires every one whose deadline has come and enqueues its dispatch
 (`enqueue_dispatch`: the ledger and the job id make a repeat harmless). If some with a
@@ -22,13 +22,14 @@ import redis
 from rq import get_current_job
 
 from actors.clock import Clock
-from actors.errors import InvalidRouteIdError
+from actors.errors import CorruptRouteError, InvalidRouteIdError
 from actors.jobs.backstop_arming import BackstopArmer
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
 from actors.jobs.worker_engine import WorkerEngine, worker_engine
 from actors.keys import KeySpace
 from actors.routes.commands import FireDue
 from actors.routes.models import RouteSnapshot, ScheduleEntry, attempt_retrying
+from actors.routes.quarantine import quarantine_of
 from actors.store.replies import reply_text, reply_texts
 from actors.store.route_codec import decode_schedule
 
@@ -58,14 +59,18 @@ class BackstopReport:
         }  # fmt: skip
 
 
-def run_backstop(prefix: str, host_id: str, second: int, dispatcher: str) -> dict[str, Any]:
-    """The rq job: fire host `host_id`'s due schedules and dispatch them."""
+def run_backstop(
+    prefix: str, host_id: str, second: int, dispatcher: str, queue: str | None = None
+) -> dict[str, Any]:
+    """The rq job: fire host `host_id`'s due schedules and dispatch them on dispatch queue
+    `queue` (None, from a job armed before backstops had their own queue: its own)."""
     job = get_current_job()
     if job is None:
         raise RuntimeError("run_backstop runs as an rq job")
     report = fire_backstop(
-        job.connection, job.origin, KeySpace(prefix), host_id, second, dispatcher=dispatcher
-    )
+        job.connection, queue or job.origin, KeySpace(prefix), host_id, second,
+        dispatcher=dispatcher,
+    )  # fmt: skip
     return report.as_result()
 
 
@@ -80,11 +85,14 @@ def fire_backstop(
     clock: Clock | None = None,
 ) -> BackstopReport:
     """What a backstop job does, on `connection`, at `clock`'s time (None: the worker's
-    engine and its clock, the wall clock)."""
+    engine and its clock, the wall clock); `queue_name` is the dispatch queue."""
     engine = worker_engine(connection, keys, clock=clock)
     clock = engine.clock
     now = clock.now()
-    entries = host_schedules(connection, keys, host_id, max(float(second), now.timestamp()))
+    until = max(float(second), now.timestamp())
+    entries, corrupt = host_schedules_and_corrupt(connection, keys, host_id, until)
+    if corrupt:  # each its own quarantine; the healthy ones fire all the same
+        engine.commands(host_id, [(error.route_id, quarantine_of(error)) for error in corrupt])
     due = [entry for entry in entries if entry.deadline <= now]
     early = sum(1 for e in entries if e.deadline > now and e.deadline.timestamp() <= second)
     fired, failed = _fire_due(engine, host_id, due)
@@ -131,23 +139,39 @@ def host_schedules(
 ) -> list[ScheduleEntry]:
     """The pending schedules of the routes in the host's index set with a deadline at or
     before `until` (epoch seconds), earliest first."""
+    return host_schedules_and_corrupt(connection, keys, host_id, until)[0]
+
+
+def host_schedules_and_corrupt(
+    connection: redis.Redis, keys: KeySpace, host_id: str, until: float
+) -> tuple[list[ScheduleEntry], list[CorruptRouteError]]:
+    """`host_schedules`, and those of its schedules that cannot be decoded."""
     members = [reply_text(m) for m in connection.zrangebyscore(keys.schedules, "-inf", repr(until))]
     owned: list[str] = []
     for chunk in _chunks(members, READ_BATCH):
         flags = connection.smismember(keys.host_routes(host_id), list(chunk))
         owned += [member for member, flag in zip(chunk, flags, strict=True) if flag]
     entries: list[ScheduleEntry] = []
+    corrupt: list[CorruptRouteError] = []
     for chunk in _chunks(owned, READ_BATCH):
+        names: list[tuple[str, str]] = []
         with connection.pipeline(transaction=False) as pipe:
             for route_id in chunk:
                 try:
-                    pipe.hgetall(keys.schedule(route_id))
+                    names.append((route_id, keys.schedule(route_id)))
                 except InvalidRouteIdError:
                     continue  # never written by a store; never turned into a key
+                pipe.hgetall(names[-1][1])
             hashes = pipe.execute()
-        # A schedule cleared between the reads has no hash any more: it is not pending.
-        entries += [decode_schedule(reply_texts(raw)) for raw in hashes if raw]
-    return entries
+        for (route_id, name), raw in zip(names, hashes, strict=True):
+            if not raw:  # cleared between the reads: it is not pending
+                continue
+            try:
+                entries.append(decode_schedule(reply_texts(raw), route_id, name))
+            except CorruptRouteError as error:
+                log.warning("corrupt schedule of route %s: %s", route_id, error.reason)
+                corrupt.append(error)
+    return entries, corrupt
 
 
 def _chunks(items: Sequence[_Item], size: int) -> Iterable[Sequence[_Item]]:

@@ -1,8 +1,9 @@
 """The durable backstop of route timers: coalesced rq delayed jobs (docs/DESIGN.md §3 "Timers").
 
 A route host arms a precise in-process timer per waiting route (actors/engine/timers.py); a
-dead or wedged host fires none. The backstop is an rq delayed job on the runtime's dispatch
-queue (its supervised workers run `--with-scheduler`) that fires the host's due schedules
+dead or wedged host fires none. The backstop is an rq delayed job on the backstop queue of
+the runtime's dispatch queue (`<queue>-backstops`: its own supervised worker runs the
+scheduler, and no dispatcher call can hold it up) that fires the host's due schedules
 through the host's own fenced path, `RouteService.fire_due` over a RouteStore, and enqueues
 the dispatch of every route that became `retrying`. Whichever fires first does the
 transition; the other finds nothing to do.
@@ -37,7 +38,7 @@ from rq.exceptions import DuplicateJobError
 
 from actors.clock import Clock
 from actors.errors import RecoveryError, error_report, error_text
-from actors.jobs.queue import dispatch_queue
+from actors.jobs.queue import backstop_queue_name, dispatch_queue
 from actors.keys import KeySpace, valid_host_id
 from actors.routes.models import WAITING_STATES, RouteSnapshot
 
@@ -68,7 +69,8 @@ def backstop_job_id(keys: KeySpace, host_id: str, second: int) -> str:
 
 
 class BackstopArmer:
-    """Arms one host's backstop jobs on its dispatch queue (blocking redis-py, as rq is).
+    """Arms one host's backstop jobs (blocking redis-py, as rq is): `queue_name` is the
+    dispatch queue; the jobs go to its backstop queue and dispatch to it.
     Safe to call from several threads; the memo only grows by seconds armed for sure."""
 
     def __init__(
@@ -136,16 +138,16 @@ class BackstopArmer:
         return [second for second, set_it in zip(seconds, replies, strict=True) if set_it]
 
     def _enqueue(self, connection: redis.Redis, second: int) -> bool:
-        """Schedule the second's job; False when rq already holds that id (its marker
-        was lost), so it is armed all the same."""
-        queue = dispatch_queue(connection, self.queue_name)
+        """Schedule the second's job on the backstop queue; False when rq already holds
+        that id (its marker was lost), so it is armed all the same."""
+        queue = dispatch_queue(connection, backstop_queue_name(self.queue_name))
         at = datetime.fromtimestamp(second + self.grace_s, UTC)
         options: dict[str, Any] = {
             "job_id": backstop_job_id(self.keys, self.host_id, second),
             "job_timeout": JOB_TIMEOUT_S, "result_ttl": RESULT_TTL_S,
             "failure_ttl": FAILURE_TTL_S, "unique": True,
         }  # fmt: skip
-        args = (self.keys.prefix, self.host_id, second, self.dispatcher)
+        args = (self.keys.prefix, self.host_id, second, self.dispatcher, self.queue_name)
         try:
             queue.enqueue_at(at, JOB_FUNCTION, *args, **options)
         except DuplicateJobError:

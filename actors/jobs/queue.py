@@ -33,6 +33,12 @@ def dispatch_job_id(keys: KeySpace, fence: AttemptFence) -> str:
     return "dispatch-" + hashlib.sha256(ledger_key.encode()).hexdigest()[:40]
 
 
+def backstop_queue_name(dispatch_queue_name: str) -> str:
+    """The queue of the backstop jobs of dispatch queue `dispatch_queue_name`: their own,
+    with their own worker (actors/jobs/workers.py), so a hung dispatcher never delays one."""
+    return f"{dispatch_queue_name}-backstops"
+
+
 def dispatch_queue(connection: Redis, name: str = DEFAULT_QUEUE) -> Queue:
     """The rq queue dispatch jobs go to, with the JSON serializer."""
     return Queue(name, connection=connection, serializer=JSONSerializer)
@@ -87,6 +93,7 @@ __all__ = [
     "JOB_FUNCTION",
     "JOB_TIMEOUT_S",
     "PENDING_JOB_STATUSES",
+    "backstop_queue_name",
     "default_queue_name",
     "dispatch_job_id",
     "dispatch_queue",

@@ -13,12 +13,14 @@ from redis import Redis
 from rq import Queue, Worker
 
 from actors.engine.requests import Outcome
+from actors.errors import CorruptRouteError
 from actors.jobs.ledger import DispatchLedger, LedgerEntry
 from actors.jobs.queue import enqueue_dispatch
 from actors.jobs.worker_engine import worker_engine
 from actors.keys import KeySpace
 from actors.routes.commands import RouteCommand, SettleDispatch
 from actors.routes.models import RouteSnapshot
+from actors.routes.quarantine import quarantine_of
 from actors.store.replies import reply_text
 from actors.store.sync_reads import read_route
 
@@ -42,6 +44,7 @@ class ReconcileReport:
     requeued: list[str] = field(default_factory=list)
     ambiguous: list[str] = field(default_factory=list)
     left: list[str] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
 
 
 def live_workers(connection: Redis) -> frozenset[str]:
@@ -52,14 +55,25 @@ def live_workers(connection: Redis) -> frozenset[str]:
 
 def retrying_routes(connection: Redis, keys: KeySpace) -> list[RouteSnapshot]:
     """Every route in `retrying` under the prefix (a SCAN: an administrative pass)."""
+    return retrying_and_corrupt(connection, keys)[0]
+
+
+def retrying_and_corrupt(
+    connection: Redis, keys: KeySpace
+) -> tuple[list[RouteSnapshot], list[CorruptRouteError]]:
+    """`retrying_routes`, and the routes stored as `retrying` that cannot be decoded."""
     found: list[RouteSnapshot] = []
+    corrupt: list[CorruptRouteError] = []
     route_prefix = keys.route("x")[:-1]
     for key in connection.scan_iter(match=f"{route_prefix}*", count=1000):
         route_id = reply_text(key).removeprefix(route_prefix)
         state = connection.hget(reply_text(key), "state")
         if state is not None and reply_text(state) == "retrying":
-            found.append(read_route(connection, keys, route_id))
-    return found
+            try:
+                found.append(read_route(connection, keys, route_id))
+            except CorruptRouteError as error:
+                corrupt.append(error)
+    return found, corrupt
 
 
 def reconcile(
@@ -81,7 +95,11 @@ def reconcile(
     ledger = DispatchLedger(connection, keys)
     workers = live_workers(connection)
     report = ReconcileReport()
-    for route in retrying_routes(connection, keys):
+    routes, corrupt = retrying_and_corrupt(connection, keys)
+    if corrupt:  # quarantined (never dispatched); the others are reconciled all the same
+        engine.commands(None, [(error.route_id, quarantine_of(error)) for error in corrupt])
+        report.quarantined.extend(error.route_id for error in corrupt)
+    for route in routes:
         fence = route.attempt
         entry = ledger.read(fence)
         if entry.state in ("none", "queued"):

@@ -2,8 +2,10 @@
 
 rq installs signal handlers and forks a work horse per job, which does not fit inside a
 Ray actor (docs/DESIGN.md §3), so the runtime runs `count` plain `rq worker` processes (the
-same interpreter and venv, JSON serializer, with the scheduler) on its dispatch queue.
-They run rq's SimpleWorker class: the job runs in the worker process itself. rq's
+same interpreter and venv, JSON serializer) on its dispatch queue, and one more on its
+backstop queue with the scheduler (actors/jobs/rq_worker.py supervises it), so a hung
+dispatcher never delays a timer's backstop. They run a SimpleWorker class: the job runs
+in the worker process itself. rq's
 default Worker forks a work horse per job and puts it in a process group of its own, so
 a worker that dies leaves its horse running unseen (and still able to dispatch); with a
 SimpleWorker the death of the worker is the end of its dispatch, and stopping the worker
@@ -54,12 +56,13 @@ from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
 from actors.engine.config import DEFAULT_WORKER_COUNT
 from actors.errors import error_report, error_text
+from actors.jobs.queue import backstop_queue_name
+from actors.jobs.rq_worker import WORKER_CLASS
 
 SUPERVISE_POLL_S: Final = 0.2
 STOP_TIMEOUT_S: Final = 10.0
 STOP_POLL_S: Final = 0.02
 SERIALIZER: Final = "rq.serializers.JSONSerializer"
-WORKER_CLASS: Final = "rq.worker.SimpleWorker"
 URL_ENV: Final = "RQ_REDIS_URL"  # read by `rq worker` (its --url option's variable)
 # The folder holding the `actors` package (the checkout, or site-packages when installed):
 # workers import the dispatch job from it.
@@ -71,12 +74,14 @@ OnDeath = Callable[[str], None]
 """Called with the name of a worker found dead, before it is replaced."""
 
 
-def worker_command(queue: str, name: str) -> list[str]:
+def worker_command(queue: str, name: str, *, scheduler: bool = False) -> list[str]:
     """The `rq worker` command line of one supervised worker: no Redis URL on it (the
-    worker reads it from URL_ENV in its environment, see worker_process_env)."""
+    worker reads it from URL_ENV in its environment, see worker_process_env). Only the
+    backstop worker runs the scheduler (dispatch jobs are never delayed)."""
+    with_scheduler = ["--with-scheduler"] if scheduler else []
     return [
         sys.executable, "-m", "rq.cli", "worker", "--serializer", SERIALIZER,
-        "--worker-class", WORKER_CLASS, "--with-scheduler", "--name", name, "--quiet", queue,
+        "--worker-class", WORKER_CLASS, *with_scheduler, "--name", name, "--quiet", queue,
     ]  # fmt: skip
 
 
@@ -121,6 +126,8 @@ def forget_worker(connection: redis.Redis, name: str, queue: str) -> None:
 class WorkerProcess:
     name: str
     process: subprocess.Popen[bytes]
+    queue: str = ""
+    scheduler: bool = False
 
     @property
     def pid(self) -> int:
@@ -136,7 +143,9 @@ class WorkerProcess:
 
 
 class WorkerPool:
-    """`count` supervised rq workers on `queue` of the Redis at `url`."""
+    """`count` supervised rq workers on dispatch queue `queue` of the Redis at `url`, and
+    (with `backstops`) one more on its backstop queue, which runs the scheduler: a hung
+    dispatcher holds a dispatch worker, never a timer's backstop."""
 
     def __init__(
         self,
@@ -149,12 +158,14 @@ class WorkerPool:
         env: Mapping[str, str] | None = None,
         on_death: OnDeath | None = None,
         poll_s: float = SUPERVISE_POLL_S,
+        backstops: bool = True,
     ) -> None:
         if count < 1:
             raise ValueError(f"count must be >= 1, got {count}")
         self.url = url
         self.queue = queue
         self.count = count
+        self.backstops = backstops
         self.name_prefix = name_prefix
         self.restarts = 0
         self._env = dict(env) if env is not None else worker_env(extra_paths)
@@ -172,7 +183,9 @@ class WorkerPool:
 
     def start(self) -> Self:
         with self._lock:
-            self._workers = [self._spawn() for _ in range(self.count)]
+            self._workers = [self._spawn(self.queue) for _ in range(self.count)]
+            if self.backstops:
+                self._workers.append(self._spawn(backstop_queue_name(self.queue), scheduler=True))
         self._stopping.clear()
         self._thread = threading.Thread(target=self._supervise, name="rq-supervisor", daemon=True)
         self._thread.start()
@@ -187,9 +200,9 @@ class WorkerPool:
                     continue
                 worker.signal_group(signal.SIGKILL)  # anything left in its session
                 dead.append(worker.name)
-                self._forget(worker.name)
+                self._forget(worker.name, worker.queue)
                 self._notify(worker.name)
-                self._workers[index] = self._spawn()
+                self._workers[index] = self._spawn(worker.queue, scheduler=worker.scheduler)
                 self.restarts += 1
                 log.warning("rq worker %s died (pid %d); restarted", worker.name, worker.pid)
         return dead
@@ -212,7 +225,7 @@ class WorkerPool:
                 log.warning("rq worker %s ignored SIGTERM; killing it", worker.name)
             worker.signal_group(signal.SIGKILL)  # the group: a horse left behind too
             worker.process.wait()
-            self._forget(worker.name)
+            self._forget(worker.name, worker.queue)
 
     def _supervise(self) -> None:
         while not self._stopping.wait(self._poll_s):
@@ -221,19 +234,21 @@ class WorkerPool:
             except Exception as error:  # keep supervising whatever one round met
                 log.error("rq worker supervision failed; trying again: %s", error_report(error))
 
-    def _spawn(self) -> WorkerProcess:
-        name = f"{self.name_prefix}-{uuid.uuid4().hex[:12]}"
+    def _spawn(self, queue: str, *, scheduler: bool = False) -> WorkerProcess:
+        kind = "backstop-" if scheduler else ""
+        name = f"{self.name_prefix}-{kind}{uuid.uuid4().hex[:12]}"
         process = subprocess.Popen(
-            worker_command(self.queue, name), env=worker_process_env(self._env, self.url),
-            start_new_session=True, stdin=subprocess.DEVNULL,
+            worker_command(queue, name, scheduler=scheduler),
+            env=worker_process_env(self._env, self.url), start_new_session=True,
+            stdin=subprocess.DEVNULL,
         )  # fmt: skip
-        return WorkerProcess(name, process)
+        return WorkerProcess(name, process, queue, scheduler)
 
-    def _forget(self, name: str) -> None:
+    def _forget(self, name: str, queue: str) -> None:
         try:
             connection = redis.Redis.from_url(self.url)
             try:
-                forget_worker(connection, name, self.queue)
+                forget_worker(connection, name, queue)
             finally:
                 connection.close()
         except redis.RedisError as error:

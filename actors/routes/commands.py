@@ -217,6 +217,21 @@ class ReturnUnsent(ForAttempt):
     detail: str
 
 
+@dataclass(frozen=True, slots=True)
+class Quarantine:
+    """Stored data of the route was found corrupt (actors/routes/quarantine.py): the route
+    goes to `action_required` with `reason` (`corrupt: <key> <field>: ...`) and its
+    schedule is cleared, fenced on `field` of the `where` hash ("route" or "schedule")
+    still holding `stored`, the text found. `excerpt`: a sanitised excerpt of that text,
+    for the route's history."""
+
+    where: str
+    field: str
+    stored: str
+    reason: str
+    excerpt: str | None = None
+
+
 def request_id_of(command: object) -> str | None:
     """The caller's request id a command carries (None: none, or not a caller command).
     A request seen again (the same id, e.g. Ray re-sending a batch to a restarted host)
@@ -242,4 +257,5 @@ RouteCommand = (
     | UpdateProfile
     | SettleDispatch
     | ReturnUnsent
+    | Quarantine
 )

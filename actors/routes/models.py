@@ -67,6 +67,7 @@ AttemptDecision = Literal[
     "resume",
     "start_fresh",
     "close",
+    "quarantine",  # stored data found corrupt (actors/routes/quarantine.py)
 ]
 
 
@@ -304,6 +305,19 @@ class RouteEvent(BaseModel):
     at: UtcDatetime
 
 
+class StoredField(BaseModel):
+    """A quarantine's fence (actors/routes/quarantine.py): `field` of the route's hash
+    (`where` "route") or of its schedule hash ("schedule") still holds `text` (an absent
+    field reads as ""). Corrupt data has no generation or state to trust, so this is what
+    the write is fenced on."""
+
+    model_config = _FROZEN
+
+    where: Literal["route", "schedule"]
+    field: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    text: str
+
+
 class Transition(BaseModel):
     """One fenced step of a route: applied only if the route is at `expected_generation`
     and in one of `allowed_from`; then the route becomes `route`, `attempt` (if any) is
@@ -318,6 +332,8 @@ class Transition(BaseModel):
     to that host's index (and removes it once closed). `expire_after_s` makes the route and
     its history expire (utility routes, closed routes); without it they persist. A pending
     schedule never expires, so give a waiting route an expiry beyond its deadline.
+    With `unchanged` (a quarantine) the fence is that stored field instead of the
+    generation, state and ordinal, which may be what cannot be read.
     """
 
     model_config = _FROZEN
@@ -332,6 +348,7 @@ class Transition(BaseModel):
     attempt: AttemptRecord | None = None
     host_id: HostId | None = None
     expire_after_s: int | None = Field(default=None, gt=0)
+    unchanged: StoredField | None = None
 
     @property
     def generation(self) -> int:

@@ -34,6 +34,7 @@ from actors.routes.commands import (
     Close,
     CompleteSwitch,
     FireDue,
+    Quarantine,
     ReleaseParked,
     ReportFailure,
     ReportSuccess,
@@ -56,6 +57,7 @@ from actors.routes.judgement import failure_transition
 from actors.routes.models import CycleRecord, RouteSnapshot, RouteUpdate, Transition, attempt_due
 from actors.routes.parking import gated_step, release_transition
 from actors.routes.profiles import profile_from_json, profile_json
+from actors.routes.quarantine import quarantine_transition
 from actors.routes.steps import (
     FAILURE_CLEARED,
     LIVE,
@@ -109,6 +111,8 @@ def plan(  # noqa: PLR0911, PLR0912 - one case per command: this match is the di
             return settle_dispatch_transition(snapshot, command, context)
         case ReturnUnsent():
             return return_unsent_transition(snapshot, command, context)
+        case Quarantine():
+            return quarantine_transition(snapshot, command, context)
 
 
 def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteContext) -> Transition:

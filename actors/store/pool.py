@@ -20,7 +20,9 @@ from redis.backoff import NoBackoff
 
 
 def bounded_client(url: str, *, max_connections: int, timeout_s: float) -> Redis:
-    """A text-decoding client on its own bounded, blocking pool, without retries."""
+    """A text-decoding client on its own bounded, blocking pool, without retries. Bytes
+    that are not UTF-8 decode to surrogates (never an exception that fails a whole
+    pipeline): the route codec reads such a field as corrupt."""
     pool = BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections,
@@ -29,6 +31,7 @@ def bounded_client(url: str, *, max_connections: int, timeout_s: float) -> Redis
         socket_connect_timeout=timeout_s,
         retry=Retry(NoBackoff(), 0),
         decode_responses=True,
+        encoding_errors="surrogateescape",
     )
     return Redis.from_pool(pool)
 

@@ -7,8 +7,9 @@ from typing import Any
 
 
 def reply_text(value: Any) -> str:
-    """One reply value as text (bytes decoded as UTF-8)."""
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """One reply value as text (bytes decoded as UTF-8; bytes that are not UTF-8 kept as
+    surrogates, which the route codec reads as corrupt)."""
+    return value.decode(errors="surrogateescape") if isinstance(value, bytes) else str(value)
 
 
 def reply_texts(raw: Mapping[Any, Any] | None) -> dict[str, str]:

@@ -16,8 +16,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json, to_jsonable_python
 
 from actors.errors import (
-    CorruptProfileError,
+    CorruptRouteError,
     InvalidStateError,
+    StaleFieldError,
     StaleGenerationError,
     StaleOrdinalError,
     StoreUnavailableError,
@@ -56,6 +57,10 @@ _EVENT_ROUTE_FIELDS: Final = tuple(n for n in RouteFields.model_fields if n not 
 STALE_GENERATION: Final = "stale_generation"
 INVALID_STATE: Final = "invalid_state"
 STALE_ORDINAL: Final = "stale_ordinal"
+STALE_FIELD: Final = "stale_field"
+# The hash a quarantine's fence reads, by its index in transition.lua's KEYS.
+_GUARD_KEY_INDEX: Final = {"route": 1, "schedule": 3}
+SHOWN_VALUE_CHARS: Final = 60
 DEFAULT_REQUESTS_KEPT: Final = 16
 DEFAULT_REQUESTS_TTL_S: Final = 86_400
 
@@ -85,37 +90,102 @@ def _route_texts(route: RouteFields) -> dict[str, str]:
     return {name: _stored_text(name, getattr(route, name)) for name in _ROUTE_FIELDS}
 
 
-def _decode(model: type[ModelT], raw: Mapping[str, str], what: str, **known: Any) -> ModelT:
+class _UnreadableError(Exception):
+    """A stored field that does not decode: its name and why (the bad value shown)."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(field, detail)
+        self.field = field
+        self.detail = detail
+
+
+def _decode(model: type[ModelT], raw: Mapping[str, str], **known: Any) -> ModelT:
     """A model from stored strings: "" is unset, JSON fields are parsed, unknown fields
-    (from a newer writer) are ignored. Unreadable data is a store failure."""
+    (from a newer writer) are ignored. Raises _UnreadableError naming the first field
+    that does not decode."""
     values: dict[str, Any] = {}
     for name, text in raw.items():
         if name not in model.model_fields or text == "":
             continue
-        values[name] = _json_field(name, text, what, known) if name in JSON_FIELDS else text
+        if not text.isascii() and not _is_utf8(text):
+            raise _UnreadableError(name, "not UTF-8 text")
+        values[name] = _json_field(name, text) if name in JSON_FIELDS else text
     values.update(known)
     try:
         return model.model_validate(values)
-    except (ValidationError, ValueError) as error:
-        raise StoreUnavailableError(what, f"unreadable stored data: {error}") from error
+    except ValidationError as error:
+        raise _first_unreadable(error) from error
+    except ValueError as error:
+        raise _UnreadableError("?", str(error)) from error
 
 
-def _json_field(name: str, text: str, what: str, known: Mapping[str, Any]) -> Any:
-    """A stored JSON document. Text that is not JSON is unreadable data; in a route's
-    `profile`, a corrupt profile, named by its route."""
+def _is_utf8(text: str) -> bool:
+    """Whether text read with `surrogateescape` was valid UTF-8 in Redis."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _json_field(name: str, text: str) -> Any:
+    """A stored JSON document; text that is not JSON is unreadable."""
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as error:
-        route_id = known.get("route_id")
-        if name == "profile" and isinstance(route_id, str):
-            raise CorruptProfileError(route_id, f"not JSON: {error}") from error
-        raise StoreUnavailableError(what, f"unreadable stored {name}: {error}") from error
+        raise _UnreadableError(name, f"not JSON: {error}") from error
 
 
-def decode_route(route_id: str, raw: Mapping[str, str]) -> RouteSnapshot:
+def _first_unreadable(error: ValidationError) -> _UnreadableError:
+    first = error.errors(include_url=False)[0]
+    location = first.get("loc") or ("?",)
+    shown = repr(first.get("input"))
+    if len(shown) > SHOWN_VALUE_CHARS:
+        shown = shown[: SHOWN_VALUE_CHARS - 1] + "…"
+    return _UnreadableError(str(location[0]), f"{first.get('msg', 'invalid')}, got {shown}")
+
+
+def _store_failure(what: str, error: _UnreadableError) -> StoreUnavailableError:
+    return StoreUnavailableError(what, f"unreadable stored {error.field}: {error.detail}")
+
+
+def salvaged_route(route_id: str, raw: Mapping[str, str]) -> RouteSnapshot:
+    """What can be read of a route hash that does not decode: every field that decodes
+    on its own kept, the others at their defaults (an unreadable generation is 0, an
+    unreadable state `none`)."""
+    values: dict[str, Any] = {}
+    for name, text in raw.items():
+        if name not in RouteSnapshot.model_fields or text == "" or not _is_utf8(text):
+            continue
+        try:
+            values[name] = _json_field(name, text) if name in JSON_FIELDS else text
+        except _UnreadableError:
+            continue
+    for _ in range(len(values) + 1):
+        try:
+            return RouteSnapshot.model_validate(
+                {"state": "none", "generation": 0, **values, "route_id": route_id}
+            )
+        except ValidationError as error:
+            bad = {str(e["loc"][0]) for e in error.errors() if e.get("loc")}
+            if not bad & set(values):
+                break
+            for name in bad:
+                values.pop(name, None)
+    return RouteSnapshot.absent(route_id)
+
+
+def decode_route(route_id: str, raw: Mapping[str, str], key: str) -> RouteSnapshot:
+    """The route stored in hash `key`; CorruptRouteError when a field does not decode."""
     if not raw:
         return RouteSnapshot.absent(route_id)
-    return _decode(RouteSnapshot, raw, f"snapshot of {route_id!r}", route_id=route_id)
+    try:
+        return _decode(RouteSnapshot, raw, route_id=route_id)
+    except _UnreadableError as error:
+        raise CorruptRouteError(
+            route_id, key, error.field, error.detail, stored=raw.get(error.field, ""),
+            salvaged=salvaged_route(route_id, raw),
+        ) from None  # fmt: skip
 
 
 def applied_snapshot(transition: Transition, at: datetime) -> RouteSnapshot:
@@ -134,14 +204,26 @@ def decode_attempt(text: str) -> AttemptRecord:
         raise StoreUnavailableError("history", f"unreadable attempt record: {error}") from error
 
 
-def decode_schedule(raw: Mapping[str, str]) -> ScheduleEntry:
+def decode_schedule(raw: Mapping[str, str], route_id: str, key: str) -> ScheduleEntry:
+    """Route `route_id`'s schedule stored in hash `key`; CorruptRouteError (`where`
+    "schedule", nothing salvaged) when a field does not decode."""
     renamed = {_SCHEDULE_FIELDS.get(n, n): v for n, v in raw.items()}
-    return _decode(ScheduleEntry, renamed, "schedules")
+    try:
+        return _decode(ScheduleEntry, renamed)
+    except _UnreadableError as error:
+        stored_name = SCHEDULE_NAMES.get(error.field, error.field)
+        raise CorruptRouteError(
+            route_id, key, stored_name, error.detail, where="schedule",
+            stored=raw.get(stored_name, ""),
+        ) from None  # fmt: skip
 
 
 def decode_event(event_id: str, raw: Mapping[str, str]) -> RouteEvent:
     at = raw.get("updated_at", "")  # an event repeats the route's write time as its `at`
-    return _decode(RouteEvent, {**raw, "at": at}, "events", event_id=event_id)
+    try:
+        return _decode(RouteEvent, {**raw, "at": at}, event_id=event_id)
+    except _UnreadableError as error:
+        raise _store_failure("events", error) from None
 
 
 def transition_request(
@@ -185,12 +267,18 @@ def transition_request(
     # Optional members are absent, not null: cjson's null is truthy in Lua.
     if transition.expected_ordinal is not None:
         argv["ordinal"] = transition.expected_ordinal
+    if transition.unchanged is not None:
+        guard = transition.unchanged
+        argv["unchanged"] = [_GUARD_KEY_INDEX[guard.where], guard.field]
+        argv["from_state"] = min(transition.allowed_from)
     if request is not None:
         argv.update(
             request_id=request.request_id, requests_keep=request.keep,
             requests_ttl=request.keep_for_s,
         )  # fmt: skip
     attempt = transition.attempt.model_dump_json() if transition.attempt else ""
+    if transition.unchanged is not None:
+        return [_dumps(argv), attempt, transition.unchanged.text]
     return [_dumps(argv), attempt]
 
 
@@ -224,12 +312,18 @@ def replayed_snapshot(route_id: str, first: str) -> RouteSnapshot:
         pairs = dict(zip(flat[::2], flat[1::2], strict=True))
     except (ValueError, TypeError) as error:
         raise StoreUnavailableError("replay", f"unreadable recorded outcome: {error}") from error
-    return decode_route(route_id, {**pairs, "generation": str(generation)})
+    try:
+        return decode_route(route_id, {**pairs, "generation": str(generation)}, "replay")
+    except CorruptRouteError as error:  # the route itself may be fine: not a quarantine
+        raise StoreUnavailableError("replay", f"unreadable recorded outcome: {error}") from None
+
+
+TransitionRejection = StaleGenerationError | InvalidStateError | StaleOrdinalError | StaleFieldError
 
 
 def transition_result(
     transition: Transition, reply: Sequence[Any], at: datetime
-) -> RouteSnapshot | StaleGenerationError | InvalidStateError | StaleOrdinalError:
+) -> RouteSnapshot | TransitionRejection:
     """The script's reply as the applied snapshot or the typed rejection."""
     match list(reply):
         case [1, _generation, _state]:
@@ -244,6 +338,10 @@ def transition_result(
             return InvalidStateError(
                 transition.route_id, str(state), transition.allowed_from, int(generation)
             )
+        case [0, generation, state, str(why)] if why == STALE_FIELD:
+            guard = transition.unchanged
+            field = guard.field if guard is not None else "?"
+            return StaleFieldError(transition.route_id, field, int(generation), str(state))
         case [0, generation, state, str(why), ordinal] if why == STALE_ORDINAL:
             return StaleOrdinalError(
                 transition.route_id,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Self
 
@@ -27,15 +27,15 @@ from redis.exceptions import NoScriptError, RedisError
 
 from actors.clock import Clock
 from actors.errors import (
-    CorruptProfileError,
+    CorruptRouteError,
     InvalidRouteIdError,
     StoreUnavailableError,
     TransitionRejectedError,
-    error_text,
 )
 from actors.keys import KeySpace, valid_route_id
 from actors.routes.models import AttemptRecord, RouteEvent, RouteSnapshot, ScheduleEntry, Transition
 from actors.store.pool import OwnsItsClient, bounded_client
+from actors.store.replies import reply_text, reply_texts
 from actors.store.route_codec import (
     RequestRecord,
     decode_attempt,
@@ -59,17 +59,12 @@ TransitionOutcome = RouteSnapshot | TransitionRejectedError | StoreUnavailableEr
 """One item of `apply_many`: the applied snapshot, or why that item was not applied."""
 
 
-def _text(value: Any) -> str:
-    """Replies are text with `decode_responses=True`; a client without it gives bytes."""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _texts(raw: Mapping[Any, Any]) -> dict[str, str]:
-    return {_text(name): _text(value) for name, value in raw.items()}
-
-
 def _reply(raw: Any) -> Any:
     return [_text(v) if isinstance(v, bytes) else v for v in raw] if isinstance(raw, list) else raw
+
+
+# Replies are text with `decode_responses=True`; a client without it gives bytes.
+_text, _texts = reply_text, reply_texts
 
 
 def _unavailable(operation: str, error: BaseException) -> StoreUnavailableError:
@@ -127,35 +122,36 @@ class RouteStore(OwnsItsClient):
     # Reads
 
     async def snapshot(self, route_id: str) -> RouteSnapshot:
+        """The route's snapshot; CorruptRouteError when its hash does not decode."""
         key = self.keys.route(route_id)
         try:
             raw = await self._client.hgetall(key)
         except RedisError as error:
             raise _unavailable("snapshot", error) from error
-        return decode_route(route_id, _texts(raw))
+        return decode_route(route_id, _texts(raw), key)
 
     async def snapshots(self, route_ids: Sequence[str]) -> list[RouteSnapshot]:
         """The snapshots of several routes, read in one pipeline, in the given order."""
         keys = [self.keys.route(route_id) for route_id in route_ids]
         hashes = await self._hashes(keys, "snapshots")
         return [
-            decode_route(route_id, _texts(raw))
-            for route_id, raw in zip(route_ids, hashes, strict=True)
+            decode_route(route_id, _texts(raw), key)
+            for route_id, key, raw in zip(route_ids, keys, hashes, strict=True)
         ]
 
     async def read_snapshots(
         self, route_ids: Sequence[str]
-    ) -> list[RouteSnapshot | StoreUnavailableError | CorruptProfileError]:
-        """`snapshots`, with a route whose stored data cannot be decoded as its own error
-        in its place (one poisoned hash never fails the others). Raises
-        StoreUnavailableError when Redis itself failed."""
+    ) -> list[RouteSnapshot | CorruptRouteError]:
+        """`snapshots`, with a route whose stored data cannot be decoded as its
+        CorruptRouteError in its place (one poisoned hash never fails the others).
+        Raises StoreUnavailableError when Redis itself failed."""
         keys = [self.keys.route(route_id) for route_id in route_ids]
         hashes = await self._hashes(keys, "snapshots")
-        found: list[RouteSnapshot | StoreUnavailableError | CorruptProfileError] = []
-        for route_id, raw in zip(route_ids, hashes, strict=True):
+        found: list[RouteSnapshot | CorruptRouteError] = []
+        for route_id, key, raw in zip(route_ids, keys, hashes, strict=True):
             try:
-                found.append(decode_route(route_id, _texts(raw)))
-            except (StoreUnavailableError, CorruptProfileError) as error:
+                found.append(decode_route(route_id, _texts(raw), key))
+            except CorruptRouteError as error:
                 found.append(error)
         return found
 
@@ -168,7 +164,14 @@ class RouteStore(OwnsItsClient):
         return [decode_attempt(_text(text)) for text in records]
 
     async def due_schedules(self, now: datetime, limit: int) -> list[ScheduleEntry]:
-        """Pending schedules whose deadline is at or before `now`, earliest first."""
+        """Pending schedules whose deadline is at or before `now`, earliest first (a
+        corrupt one is left out: `due_and_corrupt` has them)."""
+        return (await self.due_and_corrupt(now, limit))[0]
+
+    async def due_and_corrupt(
+        self, now: datetime, limit: int
+    ) -> tuple[list[ScheduleEntry], list[CorruptRouteError]]:
+        """`due_schedules`, and the schedules among them that cannot be decoded."""
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         if now.tzinfo is None:
@@ -179,11 +182,18 @@ class RouteStore(OwnsItsClient):
             )
         except RedisError as error:
             raise _unavailable("due_schedules", error) from error
-        entries = await self._read_schedules([_text(m) for m in members])
-        return [entry for entry in entries if entry.deadline <= now]
+        entries, corrupt = await self._read_schedules([_text(m) for m in members])
+        return [entry for entry in entries if entry.deadline <= now], corrupt
 
     async def schedules(self, limit: int | None = None) -> list[ScheduleEntry]:
-        """Every pending schedule (or the first `limit`), earliest deadline first."""
+        """Every pending schedule (or the first `limit`), earliest deadline first (a
+        corrupt one is left out: `schedules_and_corrupt` has them)."""
+        return (await self.schedules_and_corrupt(limit))[0]
+
+    async def schedules_and_corrupt(
+        self, limit: int | None = None
+    ) -> tuple[list[ScheduleEntry], list[CorruptRouteError]]:
+        """`schedules`, and the pending schedules that cannot be decoded."""
         stop = -1 if limit is None else limit - 1
         if stop < -1:
             raise ValueError(f"limit must be >= 1, got {limit}")
@@ -208,23 +218,28 @@ class RouteStore(OwnsItsClient):
             if event_id is not None and fields is not None
         ]
 
-    async def _read_schedules(self, members: Sequence[str]) -> list[ScheduleEntry]:
-        keys: list[str] = []
+    async def _read_schedules(
+        self, members: Sequence[str]
+    ) -> tuple[list[ScheduleEntry], list[CorruptRouteError]]:
+        route_ids: list[str] = []
         for member in members:
             try:
-                keys.append(self.keys.schedule(member))
+                route_ids.append(valid_route_id(member))
             except InvalidRouteIdError:
                 continue  # not written by this store; never turned into a key
+        keys = [self.keys.schedule(route_id) for route_id in route_ids]
         hashes = await self._hashes(keys, "schedules")
         entries: list[ScheduleEntry] = []
-        for key, raw in zip(keys, hashes, strict=True):
+        corrupt: list[CorruptRouteError] = []
+        for route_id, key, raw in zip(route_ids, keys, hashes, strict=True):
             if not raw:  # cleared between the two reads: not pending any more
                 continue
             try:
-                entries.append(decode_schedule(_texts(raw)))
-            except StoreUnavailableError as error:  # one bad hash never hides the others
-                log.warning("unreadable schedule %s skipped: %s", key, error_text(error))
-        return entries
+                entries.append(decode_schedule(_texts(raw), route_id, key))
+            except CorruptRouteError as error:  # one bad hash never hides the others
+                log.warning("corrupt schedule of route %s: %s", route_id, error.reason)
+                corrupt.append(error)
+        return entries, corrupt
 
     async def _hashes(self, keys: Sequence[str], operation: str) -> list[dict[Any, Any]]:
         """HGETALL of every key, in one pipeline, in order (one key: a plain command,

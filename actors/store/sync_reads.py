@@ -7,7 +7,7 @@ from typing import Any, Final
 
 import redis
 
-from actors.errors import InvalidIdentifierError
+from actors.errors import CorruptRouteError, InvalidIdentifierError
 from actors.keys import KeySpace, valid_route_id
 from actors.routes.models import (
     AttemptRecord,
@@ -29,27 +29,62 @@ Emit = Callable[[RouteEvent], None]
 
 def read_schedules(client: redis.Redis, keys: KeySpace) -> list[ScheduleEntry]:
     """Every pending schedule, soonest deadline first (the sorted set's order). A member
-    whose hash is gone (cleared between the two reads) is not pending."""
+    whose hash is gone (cleared between the two reads) is not pending; one that cannot
+    be decoded is left out (`read_schedules_and_corrupt` has them)."""
+    return read_schedules_and_corrupt(client, keys)[0]
+
+
+def read_schedules_and_corrupt(
+    client: redis.Redis, keys: KeySpace
+) -> tuple[list[ScheduleEntry], list[CorruptRouteError]]:
     members = [reply_text(m) for m in client.zrange(keys.schedules, 0, -1)]
     route_ids = [m for m in members if _is_route_id(m)]
-    hashes = _hgetall_many(client, [keys.schedule(r) for r in route_ids])
-    return [decode_schedule(raw) for raw in hashes if raw]
+    names = [keys.schedule(r) for r in route_ids]
+    entries: list[ScheduleEntry] = []
+    corrupt: list[CorruptRouteError] = []
+    for route_id, name, raw in zip(route_ids, names, _hgetall_many(client, names), strict=True):
+        if not raw:
+            continue
+        try:
+            entries.append(decode_schedule(raw, route_id, name))
+        except CorruptRouteError as error:
+            corrupt.append(error)
+    return entries, corrupt
 
 
 def read_routes(
     client: redis.Redis, keys: KeySpace, state: str | None = None
 ) -> list[RouteSnapshot]:
-    """Every route under the prefix (SCAN, never KEYS), by route id."""
+    """Every route under the prefix (SCAN, never KEYS), by route id; a route that cannot
+    be decoded is left out (`read_routes_and_corrupt` has them)."""
+    return read_routes_and_corrupt(client, keys, state)[0]
+
+
+def read_routes_and_corrupt(
+    client: redis.Redis, keys: KeySpace, state: str | None = None
+) -> tuple[list[RouteSnapshot], list[CorruptRouteError]]:
+    """`read_routes`, and every route whose hash cannot be decoded (in any state)."""
     route_ids = sorted(_scan_route_ids(client, keys))
-    hashes = _hgetall_many(client, [keys.route(r) for r in route_ids])
-    routes = [
-        decode_route(route_id, raw) for route_id, raw in zip(route_ids, hashes, strict=True) if raw
-    ]
-    return [r for r in routes if state is None or r.state == state]
+    names = [keys.route(r) for r in route_ids]
+    routes: list[RouteSnapshot] = []
+    corrupt: list[CorruptRouteError] = []
+    for route_id, name, raw in zip(route_ids, names, _hgetall_many(client, names), strict=True):
+        if not raw:
+            continue
+        try:
+            route = decode_route(route_id, raw, name)
+        except CorruptRouteError as error:
+            corrupt.append(error)
+            continue
+        if state is None or route.state == state:
+            routes.append(route)
+    return routes, corrupt
 
 
 def read_route(client: redis.Redis, keys: KeySpace, route_id: str) -> RouteSnapshot:
-    return decode_route(route_id, reply_texts(client.hgetall(keys.route(route_id))))
+    """The route's snapshot; CorruptRouteError when its hash does not decode."""
+    name = keys.route(route_id)
+    return decode_route(route_id, reply_texts(client.hgetall(name)), name)
 
 
 def read_history(client: redis.Redis, keys: KeySpace, route_id: str) -> list[AttemptRecord]:

@@ -37,7 +37,9 @@ class Backend:
         """A plain client, as `redis-cli` would see the data."""
         if self.url is not None:
             return Redis.from_url(self.url, decode_responses=True)
-        return FakeRedis(server=self.fake_server, decode_responses=True)
+        return FakeRedis(
+            server=self.fake_server, decode_responses=True, encoding_errors="surrogateescape"
+        )
 
     @asynccontextmanager
     async def store(self, *, events_maxlen: int = 1000) -> AsyncIterator[RouteStore]:

@@ -17,6 +17,7 @@ from actors.errors import (
     CircuitStoreUnavailableError,
     CorruptCircuitError,
     CorruptProfileError,
+    CorruptRouteError,
     InvalidCircuitInputError,
     InvalidCommandError,
     InvalidIdentifierError,
@@ -24,6 +25,7 @@ from actors.errors import (
     InvalidStateError,
     NoEligibleCandidateError,
     RecoveryError,
+    StaleFieldError,
     StaleGenerationError,
     StaleOrdinalError,
     StoreUnavailableError,
@@ -41,6 +43,10 @@ SHELL_EXCEPTIONS = exception_classes("actors")
 
 # Exception classes that are deliberately not errors, with the reason.
 NOT_ERRORS = {
+    "actors.store.route_codec._UnreadableError": (
+        "the codec's internal signal naming the field that does not decode: never leaves "
+        "route_codec, which raises CorruptRouteError or StoreUnavailableError in its place"
+    ),
     "actors.cli.up._StopRequestedError": (
         "a stop signal raised into the main thread by the signal handler and caught by "
         "serve(): a control-flow signal like KeyboardInterrupt, which no handler of "
@@ -62,6 +68,14 @@ SAMPLES: list[RecoveryError] = [
     CircuitConflictError("anthropic:claude", "record failure", 8),
     CorruptCircuitError("anthropic:claude", "status 'ajar' is not a circuit status"),
     CorruptProfileError("route-1", "expected a JSON object, got an array"),
+    CorruptRouteError(
+        "route-1",
+        "recovery:route:route-1",
+        "profile",
+        "not JSON: Expecting value",
+        stored="{not json",
+    ),
+    StaleFieldError("route-1", "profile", 2, "retry_wait"),
     CircuitStoreUnavailableError("circuit_apply", "TimeoutError: timed out"),
     ConfigError("recovery.toml", "hosts", 0, "must be an integer >= 1, got 0"),
     CliError("no Redis URL: pass --redis-url URL or set REDIS_URL"),

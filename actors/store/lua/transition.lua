@@ -30,10 +30,18 @@
 --                      is not applied again (absent = not checked)
 --         requests_keep  with request_id: how many applied ids a route keeps
 --         requests_ttl   with request_id: seconds they are kept after the last one
+--         unchanged    optional, a quarantine: {key index (1 route, 3 schedule), field};
+--                      the fence is that field still holding the text ARGV[3] (absent
+--                      reads as ""), instead of the generation, state and ordinal (which
+--                      may be what cannot be read)
+--         from_state   with unchanged: the state the event names as left (the stored
+--                      one may be unreadable)
 --       [2] the attempt record (JSON text) to append, or "" for none
+--       [3] with unchanged: the text the field must still hold
 -- Returns {1, generation, state} when applied, else nothing is written and it returns
 --         {0, actual generation, actual state, "stale_generation" | "invalid_state"}, or
 --         {0, actual generation, actual state, "stale_ordinal", actual attempt ordinal},
+--         {0, actual generation, actual state, "stale_field"} (unchanged did not hold),
 --         or {2, the first outcome (JSON: [generation, fields])} for a request applied before.
 local request = cjson.decode(ARGV[1])
 
@@ -59,28 +67,41 @@ local current = redis.call('HMGET', KEYS[1], 'generation', 'state', 'attempt_ord
 local actual = tonumber(current[1]) or 0
 local actual_state = current[2] or 'none'
 
-if actual ~= request.expected then
-  return {0, actual, actual_state, 'stale_generation'}
-end
-local allowed = false
-for _, state in ipairs(request.allowed) do
-  if state == actual_state then
-    allowed = true
-    break
-  end
-end
-if not allowed then
-  return {0, actual, actual_state, 'invalid_state'}
-end
-if request.ordinal ~= nil then
-  local actual_ordinal = tonumber(current[3]) or 0
-  if actual_ordinal ~= request.ordinal then
-    return {0, actual, actual_state, 'stale_ordinal', actual_ordinal}
-  end
-end
-
 local generation = request.generation
-if generation < 1 or (generation ~= actual and generation ~= actual + 1) then
+if request.unchanged ~= nil then
+  local guard = request.unchanged
+  local stored = redis.call('HGET', KEYS[guard[1]], guard[2]) or ''
+  if stored ~= ARGV[3] then
+    return {0, actual, actual_state, 'stale_field'}
+  end
+  actual = math.max(0, math.floor(actual))  -- the unreadable text may be any number
+  actual_state = request.from_state
+else
+  if actual ~= request.expected then
+    return {0, actual, actual_state, 'stale_generation'}
+  end
+  local allowed = false
+  for _, state in ipairs(request.allowed) do
+    if state == actual_state then
+      allowed = true
+      break
+    end
+  end
+  if not allowed then
+    return {0, actual, actual_state, 'invalid_state'}
+  end
+  if request.ordinal ~= nil then
+    local actual_ordinal = tonumber(current[3]) or 0
+    if actual_ordinal ~= request.ordinal then
+      return {0, actual, actual_state, 'stale_ordinal', actual_ordinal}
+    end
+  end
+  if generation ~= actual and generation ~= actual + 1 then
+    return redis.error_reply('transition: generation ' .. tostring(generation)
+      .. ' cannot follow ' .. tostring(actual))
+  end
+end
+if generation < 1 then
   return redis.error_reply('transition: generation ' .. tostring(generation)
     .. ' cannot follow ' .. tostring(actual))
 end

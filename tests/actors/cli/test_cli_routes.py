@@ -474,23 +474,42 @@ def test_a_bad_url_or_prefix_is_one_line_and_exit_2(
     assert err.count("\n") == 1
 
 
-@pytest.mark.parametrize("argv", [["routes"], ["route", "r-1"]])
-def test_a_route_whose_profile_is_not_json_is_one_line_naming_it_and_exit_2(
-    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def corrupt_profile_client(monkeypatch: pytest.MonkeyPatch) -> fakeredis.FakeRedis:
     client = fakeredis.FakeRedis(decode_responses=True)
     keys = KeySpace()
     client.hset(keys.route("r-1"), mapping={"state": "active", "generation": "1"})
     client.hset(keys.route("r-1"), "profile", "not json")
     monkeypatch.setattr(installation, "connect", lambda url: client)
+    return client
 
-    assert main([*argv, "--redis-url", "redis://localhost"]) == 2
+
+def test_a_route_whose_profile_is_not_json_is_one_line_naming_key_and_field_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corrupt_profile_client(monkeypatch)
+
+    assert main(["route", "r-1", "--redis-url", "redis://localhost"]) == 2
 
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1
     assert captured.err.startswith(
-        f"recovery {argv[0]}: route 'r-1' holds an unreadable profile: not JSON: "
+        "recovery route: route 'r-1': corrupt: recovery:route:r-1 profile: not JSON: "
+    )
+
+
+def test_routes_lists_the_others_past_a_route_that_cannot_be_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = corrupt_profile_client(monkeypatch)
+    client.hset(KeySpace().route("r-2"), mapping={"state": "active", "generation": "1"})
+
+    assert main(["routes", "--redis-url", "redis://localhost"]) == 0
+
+    captured = capsys.readouterr()
+    assert [line.split()[0] for line in captured.out.splitlines()[1:]] == ["r-2"]
+    assert "1 route(s) could not be read (not shown): see `recovery routes --corrupt`" in (
+        captured.err
     )
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from actors.engine.batch import RoundClassifier, rounds
+from actors.engine.batch import rounds
+from actors.engine.classifier import RoundClassifier
 from actors.engine.service import RouteService
 from actors.errors import (
     InvalidRouteIdError,

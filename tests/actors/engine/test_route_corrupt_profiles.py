@@ -1,6 +1,7 @@
 """A route whose stored profile is corrupt, through RouteService with circuits on
 fakeredis: a failure report stops that route (its round goes on), a skip names the route
-in CorruptProfileError, and a profile that is not JSON fails the read naming the route."""
+in CorruptProfileError, and a profile that is not JSON fails the read naming the route,
+key and field."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from actors.engine.circuit_effects import CircuitEffects
 from actors.engine.service import RouteService
-from actors.errors import CorruptProfileError
+from actors.errors import CorruptProfileError, CorruptRouteError
 from actors.routes.circuit_board import CircuitBinding
 from actors.routes.commands import ReportFailure, SkipNow, Start
 from actors.routes.models import RouteSnapshot
@@ -83,15 +84,18 @@ def test_a_skip_on_a_route_with_an_invalid_profile_raises_corrupt_profile_error(
     run_with_circuits(fake_backend, scenario)
 
 
-def test_reading_a_route_whose_profile_is_not_json_raises_corrupt_profile_error(
+def test_reading_a_route_whose_profile_is_not_json_raises_corrupt_route_error(
     fake_backend: Backend,
 ) -> None:
+    """A read never writes: it names the route, key and field; a command quarantines."""
+
     async def scenario(service: RouteService, backend: Backend) -> None:
         await start(service, "corrupt")
         await store_profile(backend, "corrupt", "not json")
-        with pytest.raises(CorruptProfileError) as caught:
+        with pytest.raises(CorruptRouteError) as caught:
             await service.snapshot("corrupt")
         assert caught.value.route_id == "corrupt"
+        assert (caught.value.key, caught.value.field) == (backend.keys.route("corrupt"), "profile")
         assert caught.value.detail.startswith("not JSON: ")
 
     run_with_circuits(fake_backend, scenario)

@@ -1,66 +1,161 @@
-"""One route whose stored data cannot be read never fails the others of its batch: it gets
-its own error, every other item is applied (the first step of issue 19's quarantine). Each
-test runs on fakeredis (unit tier) and on the session's real Redis (integration tier)."""
+"""A route whose stored data does not decode is quarantined, and every other route goes on
+(issue 19, break 2): whatever command meets it stops it at `action_required` with a reason
+`corrupt: <key> <field>: ...`, clears its schedule, records it in its history and on the
+events stream, through the one write path. Each test runs on fakeredis (unit tier) and on
+the session's real Redis (integration tier)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from actors.engine.service import RouteService
-from actors.errors import CorruptProfileError, StoreUnavailableError
-from actors.routes.commands import StopRoute
+from actors.errors import CorruptRouteError, StaleFieldError
+from actors.routes.commands import FireDue, RouteContext, StopRoute
 from actors.routes.models import RouteSnapshot
+from actors.routes.quarantine import quarantine_of, quarantine_transition, salvaged_of
 from policy import Outcome
 from tests.actors.conftest import Backend
-from tests.actors.route_drivers import run_service
 from tests.actors.route_scenarios import Session, candidate, overloaded, profile, retries
 
+POISONS = [
+    ("generation", "not-a-number"),
+    ("state", "sideways"),
+    ("profile", "{not json"),
+    ("policy_snapshot", '{"transient": '),
+    ("attempt_ordinal", "-4"),
+    ("profile", b"\xff\xfe not utf-8"),
+]
 
-@pytest.mark.parametrize(
-    ("field", "stored", "error"),
-    [
-        ("generation", "not-a-number", StoreUnavailableError),
-        ("profile", "{not json", CorruptProfileError),
-    ],
-)
-def test_a_poisoned_route_is_its_own_error_and_the_rest_of_the_batch_goes_on(
-    backend: Backend, field: str, stored: str, error: type[Exception]
+
+def run(
+    backend: Backend, scenario: Any, *, quarantined: list[tuple[str, str]] | None = None
+) -> None:
+    seen = quarantined if quarantined is not None else []
+
+    async def main() -> None:
+        async with backend.store() as store:
+            service = RouteService(
+                store, backend.clock, on_quarantined=lambda s, f: seen.append((s.route_id, f))
+            )
+            await scenario(service)
+
+    asyncio.run(main())
+
+
+async def waiting(service: RouteService, backend: Backend, *route_ids: str) -> None:
+    for route_id in route_ids:
+        session = Session(service, backend.clock, route_id)
+        await session.start(profile(candidate("claude", transient=retries(2, 1, Outcome.STOP))))
+        assert (await session.fail(overloaded())).state == "retry_wait"
+
+
+@pytest.mark.parametrize(("field", "stored"), POISONS, ids=[f for f, _ in POISONS])
+def test_a_corrupt_route_is_quarantined_and_the_rest_of_the_batch_goes_on(
+    backend: Backend, field: str, stored: str | bytes
+) -> None:
+    seen: list[tuple[str, str]] = []
+
+    async def scenario(service: RouteService) -> None:
+        client = backend.raw()
+        await waiting(service, backend, "healthy", "poisoned")
+        key = service.store.keys.route("poisoned")
+        await client.hset(key, field, stored)
+        poisoned, healthy = await service.run_many(
+            [("poisoned", StopRoute(1)), ("healthy", StopRoute(1))]
+        )
+        assert isinstance(poisoned, RouteSnapshot), poisoned
+        assert poisoned.state == "action_required"
+        assert (poisoned.reason or "").startswith(f"corrupt: {key} {field}: ")
+        assert isinstance(healthy, RouteSnapshot), healthy
+        assert (healthy.state, healthy.reason) == ("action_required", "stopped by the user")
+        # Quarantined, the route reads again; its schedule is gone; history and events say so.
+        again = await service.snapshot("poisoned")
+        assert (again.state, again.reason, again.deadline) == (
+            "action_required",
+            poisoned.reason,
+            None,
+        )
+        assert [e.route_id for e in await service.schedules()] == []
+        last = (await service.history("poisoned"))[-1]
+        assert (last.decision, last.reason) == ("quarantine", poisoned.reason)
+        events = [e for e in await service.store.events() if e.route_id == "poisoned"]
+        assert (events[-1].cause, events[-1].state) == ("quarantine", "action_required")
+        await client.aclose()
+
+    run(backend, scenario, quarantined=seen)
+    assert seen == [("poisoned", field)]
+
+
+def test_a_timer_batch_with_a_corrupt_policy_snapshot_fires_every_healthy_route(
+    backend: Backend,
+) -> None:
+    """Bad JSON in one waiting route's policy snapshot dropped its whole timer batch."""
+
+    async def scenario(service: RouteService) -> None:
+        client = backend.raw()
+        healthy = [f"healthy-{i}" for i in range(5)]
+        await waiting(service, backend, *healthy, "poisoned")
+        await client.hset(service.store.keys.route("poisoned"), "policy_snapshot", "{oops")
+        backend.clock.advance(timedelta(seconds=30))
+        outcomes = await service.run_many([(r, FireDue(1, 1)) for r in ["poisoned", *healthy]])
+        states = [o.state if isinstance(o, RouteSnapshot) else o for o in outcomes]
+        assert states == ["action_required"] + ["retrying"] * len(healthy)
+        await client.aclose()
+
+    run(backend, scenario)
+
+
+def test_a_schedule_with_a_bad_deadline_is_its_routes_quarantine_and_the_others_fire(
+    backend: Backend,
 ) -> None:
     async def scenario(service: RouteService) -> None:
         client = backend.raw()
-        for route_id in ("healthy", "poisoned"):
-            await Session(service, backend.clock, route_id).start(
-                profile(candidate("claude", transient=retries(2, 1, Outcome.STOP)))
-            )
-        await client.hset(service.store.keys.route("poisoned"), field, stored)
-        outcomes = await service.run_many([("poisoned", StopRoute(1)), ("healthy", StopRoute(1))])
-        assert isinstance(outcomes[0], error), outcomes[0]
-        assert isinstance(outcomes[1], RouteSnapshot), outcomes[1]
-        assert outcomes[1].state == "action_required"
-        assert (await service.snapshot("healthy")).state == "action_required"
+        await waiting(service, backend, "healthy", "poisoned")
+        schedule_key = service.store.keys.schedule("poisoned")
+        await client.hset(schedule_key, "deadline", "not-a-time")
+        entries, corrupt = await service.store.schedules_and_corrupt()
+        assert [e.route_id for e in entries] == ["healthy"]
+        assert [(c.route_id, c.key, c.field) for c in corrupt] == [
+            ("poisoned", schedule_key, "deadline")
+        ]
+        backend.clock.advance(timedelta(seconds=30))
+        fired = await service.fire_due_schedules()
+        assert [(s.route_id, s.state) for s in fired] == [("healthy", "retrying")]
+        poisoned = await service.snapshot("poisoned")
+        assert poisoned.state == "action_required"
+        assert (poisoned.reason or "").startswith(f"corrupt: {schedule_key} deadline: ")
+        assert await client.exists(schedule_key) == 0
+        assert await client.zscore(service.store.keys.schedules, "poisoned") is None
         await client.aclose()
 
-    run_service(backend, scenario)
+    run(backend, scenario)
 
 
-def test_a_schedule_hash_that_cannot_be_read_never_hides_the_others(backend: Backend) -> None:
-    """A bad deadline in one schedule hash made every host's rehydration (which reads all
-    of its schedules) fail for good; now that one entry is skipped with a warning."""
+def test_a_quarantine_whose_corrupt_field_changed_meanwhile_writes_nothing(
+    backend: Backend,
+) -> None:
+    """Fenced on the corrupt text itself: a repair (or another quarantine) in between wins."""
 
     async def scenario(service: RouteService) -> None:
         client = backend.raw()
-        for route_id in ("healthy", "poisoned"):
-            session = Session(service, backend.clock, route_id)
-            await session.start(profile(candidate("claude", transient=retries(2, 1, Outcome.STOP))))
-            await session.fail(overloaded())
-        await client.hset(service.store.keys.schedule("poisoned"), "deadline", "not-a-time")
-        pending = await service.store.schedules()
-        assert [entry.route_id for entry in pending] == ["healthy"]
-        backend.clock.advance(timedelta(seconds=30))
-        due = await service.store.due_schedules(backend.clock.now(), limit=10)
-        assert [entry.route_id for entry in due] == ["healthy"]
+        await waiting(service, backend, "poisoned")
+        key = service.store.keys.route("poisoned")
+        await client.hset(key, "profile", "{first")
+        with pytest.raises(CorruptRouteError) as caught:
+            await service.snapshot("poisoned")
+        found = caught.value
+        planned = quarantine_transition(
+            salvaged_of(found), quarantine_of(found), RouteContext(backend.clock.now())
+        )
+        assert planned is not None
+        await client.hset(key, "profile", "{second")
+        with pytest.raises(StaleFieldError):
+            await service.store.apply(planned)
+        assert await client.hget(key, "state") == "retry_wait"
         await client.aclose()
 
-    run_service(backend, scenario)
+    run(backend, scenario)

@@ -234,7 +234,8 @@ def read_back(
     for index, route_id in enumerate(route_ids):
         history, raw = replies[2 * index], replies[2 * index + 1]
         histories[route_id] = [decode_attempt(item.decode()) for item in history]
-        routes[route_id] = decode_route(route_id, {k.decode(): v.decode() for k, v in raw.items()})
+        texts = {k.decode(): v.decode() for k, v in raw.items()}
+        routes[route_id] = decode_route(route_id, texts, keys.route(route_id))
     return histories, routes
 
 

@@ -44,7 +44,7 @@ from actors.jobs.backstop_arming import (
     backstop_second,
 )
 from actors.jobs.ledger import DispatchLedger
-from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.jobs.queue import backstop_queue_name, dispatch_queue, enqueue_dispatch
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import RouteSettings
 from actors.routes.models import RouteSnapshot
@@ -71,7 +71,7 @@ def armer_on(
     return BackstopArmer(lambda: connection, "q", keys, HOST, DELIVER, clock=clock, grace_s=grace_s)
 
 
-def scheduled_ids(connection: redis.Redis, name: str = "q") -> list[str]:
+def scheduled_ids(connection: redis.Redis, name: str = "q-backstops") -> list[str]:
     return list(dispatch_queue(connection, name).scheduled_job_registry.get_job_ids())
 
 
@@ -116,7 +116,7 @@ def test_a_thousand_timers_in_one_second_enqueue_one_job_and_touch_redis_once() 
     [job_id] = scheduled_ids(connection)
     job = Job.fetch(job_id, connection=connection, serializer=JSONSerializer)
     assert job.func_name == JOB_FUNCTION
-    assert job.args == [armer.keys.prefix, HOST, enqueued[0], DELIVER]
+    assert job.args == [armer.keys.prefix, HOST, enqueued[0], DELIVER, "q"]
 
 
 def test_the_marker_stops_a_second_process_from_enqueueing_the_same_second() -> None:
@@ -147,7 +147,7 @@ def test_the_backstop_job_is_scheduled_after_its_second_by_the_grace() -> None:
     connection = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     keys, clock = unique_keys(), ManualClock(NOW)
     [second] = armer_on(connection, keys, clock, grace_s=2).arm([NOW + timedelta(seconds=4)])
-    registry = dispatch_queue(connection, "q").scheduled_job_registry
+    registry = dispatch_queue(connection, "q-backstops").scheduled_job_registry
     assert registry.get_job_ids() == [backstop_job_id(keys, HOST, second)]
     assert connection.zscore(registry.key, backstop_job_id(keys, HOST, second)) == second + 2
 
@@ -228,6 +228,10 @@ class Rig:
     def queue(self) -> Queue:
         return dispatch_queue(self.connection, f"{self.keys.prefix}-dispatch")
 
+    @property
+    def backstops(self) -> Queue:
+        return dispatch_queue(self.connection, backstop_queue_name(self.queue.name))
+
     def armer(self, host_id: str = HOST) -> BackstopArmer:
         return BackstopArmer(
             lambda: self.connection, self.queue.name, self.keys, host_id, DELIVER,
@@ -235,7 +239,8 @@ class Rig:
         )  # fmt: skip
 
     def work(self) -> None:
-        worker = SimpleWorker([self.queue], connection=self.connection, serializer=JSONSerializer)
+        queues = [self.backstops, self.queue]
+        worker = SimpleWorker(queues, connection=self.connection, serializer=JSONSerializer)
         worker.work(burst=True, with_scheduler=True)
 
     def waiting_route(self, route_id: str, host_id: str = HOST) -> RouteSnapshot:
@@ -283,10 +288,15 @@ def rig(redis_url: str) -> Iterator[Rig]:
     found = Rig(redis_url, connection, keys, ManualClock(now))
     yield found
     queue = found.queue
-    registries = (queue.scheduled_job_registry, queue.finished_job_registry)
+    registries = [
+        registry
+        for q in (queue, found.backstops)
+        for registry in (q.scheduled_job_registry, q.finished_job_registry)
+    ]
     for job_id in [job_id for registry in registries for job_id in registry.get_job_ids()]:
         Job.fetch(job_id, connection=connection, serializer=JSONSerializer).delete()
     queue.delete(delete_jobs=True)
+    found.backstops.delete(delete_jobs=True)
     connection.close()
     _delete_prefix(redis_url, keys)
 
@@ -344,7 +354,7 @@ def test_a_backstop_run_before_the_deadline_rearms_the_next_second_instead_of_fi
     )
     assert (report.fired, report.early, report.rearmed) == ((), 1, second + 1)
     assert rig.decisions("session-1") == ["start", "retry"]
-    assert backstop_job_id(rig.keys, HOST, second + 1) in rig.queue.scheduled_job_registry
+    assert backstop_job_id(rig.keys, HOST, second + 1) in rig.backstops.scheduled_job_registry
 
     rig.work()  # both jobs are due for rq now: the first fires, the re-armed one finds nothing
     assert rig.decisions("session-1") == ["start", "retry", "deadline_reached"]

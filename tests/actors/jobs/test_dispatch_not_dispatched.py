@@ -23,7 +23,7 @@ from actors.engine.service import RouteService
 from actors.jobs.backstop_arming import backstop_job_id
 from actors.jobs.dispatch import REASON_AMBIGUOUS, REASON_UNLOADABLE
 from actors.jobs.ledger import DispatchLedger
-from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.jobs.queue import backstop_queue_name, dispatch_queue, enqueue_dispatch
 from actors.jobs.worker_engine import worker_engine
 from actors.keys import AttemptFence
 from actors.routes.commands import ReturnUnsent
@@ -270,7 +270,8 @@ def test_a_wait_written_by_the_dispatch_job_gets_its_hosts_durable_backstop(rig:
     route = rig.route()
     assert route.state == "retry_wait"
     assert route.deadline is not None
-    scheduled = rig.queue.scheduled_job_registry.get_job_ids()
+    backstops = dispatch_queue(rig.connection, backstop_queue_name(rig.queue.name))
+    scheduled = backstops.scheduled_job_registry.get_job_ids()
     first = int(route.deadline.timestamp())
     ids = {backstop_job_id(rig.backend.keys, "host-3", s): s for s in range(first, first + 3)}
     seconds = [second for job_id, second in ids.items() if job_id in scheduled]
@@ -284,4 +285,5 @@ def test_without_a_host_the_dispatch_job_arms_no_backstop(rig: Rig) -> None:
     retrying_after(rig, seed_profile())
     rig.dispatch(REFUSE)
     assert rig.route().state == "retry_wait"
-    assert rig.queue.scheduled_job_registry.get_job_ids() == []
+    backstops = dispatch_queue(rig.connection, backstop_queue_name(rig.queue.name))
+    assert backstops.scheduled_job_registry.get_job_ids() == []

@@ -10,7 +10,12 @@ import pytest
 from pydantic import JsonValue, ValidationError
 
 from actors.clock import ManualClock
-from actors.errors import CorruptProfileError, RecoveryError, StoreUnavailableError
+from actors.errors import (
+    CorruptProfileError,
+    CorruptRouteError,
+    RecoveryError,
+    StoreUnavailableError,
+)
 from actors.routes.circuit_board import CircuitBinding, candidate_key
 from actors.routes.commands import ReportFailure, RouteContext, SkipNow
 from actors.routes.models import RouteSnapshot
@@ -83,29 +88,57 @@ def _stored_route(**fields: str) -> dict[str, str]:
     return {"state": "active", "generation": "1", "candidate_id": "claude", **fields}
 
 
+KEY = f"recovery:route:{R}"
+
+
 @pytest.mark.parametrize("text", ["not json", "{", '{"candidates": [', "\x00"])
-def test_a_stored_route_whose_profile_text_is_not_json_raises_corrupt_profile_error(
+def test_a_stored_route_whose_profile_text_is_not_json_is_corrupt_naming_key_and_field(
     text: str,
 ) -> None:
-    with pytest.raises(CorruptProfileError) as caught:
-        decode_route(R, _stored_route(profile=text))
+    with pytest.raises(CorruptRouteError) as caught:
+        decode_route(R, _stored_route(profile=text), KEY)
     assert caught.value.route_id == R
+    assert (caught.value.key, caught.value.field) == (KEY, "profile")
     assert caught.value.detail.startswith("not JSON: ")
-    assert repr(R) in str(caught.value)
+    assert caught.value.reason.startswith(f"corrupt: {KEY} profile: not JSON: ")
+    assert caught.value.stored == text
+    salvaged = caught.value.salvaged
+    assert isinstance(salvaged, RouteSnapshot)
+    assert (salvaged.state, salvaged.generation, salvaged.profile) == ("active", 1, None)
 
 
 def test_a_stored_profile_that_is_json_but_no_object_is_read_then_refused() -> None:
-    snapshot = decode_route(R, _stored_route(profile='["claude"]'))
+    snapshot = decode_route(R, _stored_route(profile='["claude"]'), KEY)
     assert snapshot.profile == ["claude"]
     with pytest.raises(CorruptProfileError, match="got an array"):
         profile_from_json(snapshot.route_id, snapshot.profile)
 
 
-def test_another_stored_document_that_is_not_json_is_a_store_failure_naming_the_field() -> None:
-    with pytest.raises(StoreUnavailableError) as caught:
-        decode_route(R, _stored_route(policy_snapshot="not json"))
-    assert caught.value.operation == f"snapshot of {R!r}"
-    assert caught.value.detail.startswith("unreadable stored policy_snapshot: ")
+def test_another_stored_document_that_is_not_json_is_corrupt_naming_the_field() -> None:
+    with pytest.raises(CorruptRouteError) as caught:
+        decode_route(R, _stored_route(policy_snapshot="not json"), KEY)
+    assert caught.value.field == "policy_snapshot"
+    assert caught.value.reason.startswith(f"corrupt: {KEY} policy_snapshot: not JSON: ")
+
+
+@pytest.mark.parametrize(
+    ("field", "stored", "shown"),
+    [
+        ("generation", "not-a-number", "'not-a-number'"),
+        ("state", "sideways", "'sideways'"),
+        ("deadline", "tomorrow-ish", "'tomorrow-ish'"),
+        ("candidate_id", "x" * 300, "'xxxx"),
+        ("profile", "\udcff\udcfe", "not UTF-8"),
+    ],
+)
+def test_a_field_that_does_not_decode_is_named_with_its_bad_value_shown_bounded(
+    field: str, stored: str, shown: str
+) -> None:
+    with pytest.raises(CorruptRouteError) as caught:
+        decode_route(R, _stored_route(**{field: stored}), KEY)
+    assert caught.value.field == field
+    assert shown in caught.value.detail
+    assert len(caught.value.reason) < 400
 
 
 def _started_with_profile(stored: JsonValue) -> tuple[MemoryRoutes, RouteSnapshot]:
