@@ -164,7 +164,7 @@ def test_a_worker_killed_inside_a_dispatch_leaves_its_route_action_required(
         await wait_until(inside, TIMEOUT_S, redis_url=runtime.url)
         entry = ledger.read(AttemptFence("session-1", 1, 1))
         assert entry.state == "started"
-        [worker] = pool.workers
+        [worker] = [w for w in pool.workers if not w.scheduler]  # the dispatch worker
         assert entry.worker == worker.name == calls(connection, prefix)[0]["worker"]
         os.kill(worker.pid, signal.SIGKILL)  # dies inside the dispatcher call
 

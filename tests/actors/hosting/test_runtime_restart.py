@@ -36,8 +36,8 @@ DELIVER: Final = "tests.actors.fake_dispatcher:deliver"
 TIMEOUT_S: Final = 60.0
 # Due while the runtime is down (it fires as the new hosts rehydrate), and due after the
 # restart (the new hosts arm it). Both are longer than stopping the runtime takes here.
-OVERDUE_S: Final = 3
-LATER_S: Final = 7
+OVERDUE_S: Final = 6  # the shutdown must end first, on a loaded machine too
+LATER_S: Final = 12
 ROUTES_PER_GROUP: Final = 8
 
 
