@@ -177,7 +177,7 @@ def test_a_worker_killed_inside_a_dispatch_leaves_its_route_action_required(
         # Reconciling again (as `recovery reconcile` would) leaves it alone.
         report = runtime.reconcile()
         assert (report.requeued, report.ambiguous, report.left) == ([], [], [])
-        [replacement] = pool.workers
+        [replacement] = [w for w in pool.workers if not w.scheduler]
         assert replacement.name != worker.name
         assert pool.restarts == 1
         assert wait_registered(runtime.url, [replacement.name], TIMEOUT_S)
