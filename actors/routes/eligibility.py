@@ -58,6 +58,7 @@ from policy import (
     Decision,
     Limits,
     NamedPolicy,
+    Outcome,
     PolicyDocument,
     Retry,
     WaitForReset,
@@ -208,6 +209,26 @@ def hold_seconds(candidate: RouteCandidate, error_class: ErrorClass | None) -> f
     section = document.for_class(error_class)
     wait = section.wait_for_reset.max_wait_seconds if section.wait_for_reset.enabled else 0
     return float(wait + sum(retry_delays(section.retry, cap_seconds=limits.delay_cap_seconds)))
+
+
+def retries_left_s(candidate: RouteCandidate, error_class: ErrorClass, retry_ordinal: int) -> float:
+    """The delays of the retries the candidate's policy still allows for `error_class`
+    after retry `retry_ordinal` (what a due retry may still spend waiting)."""
+    if error_class not in POLICY_CLASSES:
+        return 0.0
+    document, limits = _unpacked(candidate.policy)
+    section = document.for_class(error_class)
+    if not section.retry.enabled:
+        return 0.0
+    return float(
+        sum(retry_delays(section.retry, cap_seconds=limits.delay_cap_seconds)[retry_ordinal:])
+    )
+
+
+def on_exhausted(candidate: RouteCandidate, error_class: ErrorClass) -> Outcome:
+    """What the candidate's policy does once `error_class`'s waits and retries are spent."""
+    document, _ = _unpacked(candidate.policy)
+    return document.for_class(error_class).on_exhausted
 
 
 def decision_horizon(

@@ -8,11 +8,13 @@ the deadline of a parked route to its wave slot and writes no history record.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from actors.errors import CorruptProfileError
 from actors.routes.circuit_board import REASON_PARKED, REASON_PROBE, REASON_RELEASED, Park, Probe
 from actors.routes.commands import FireDue, ReleaseParked, RetryNow, RouteCommand, RouteContext
+from actors.routes.eligibility import on_exhausted, retries_left_s
 from actors.routes.models import (
     WAITING_STATES,
     AttemptDecision,
@@ -20,7 +22,11 @@ from actors.routes.models import (
     Transition,
     attempt_due,
 )
-from actors.routes.steps import WAITING, clip, step, updated
+from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
+from actors.routes.steps import WAITING, clip, skip_step, step, updated
+from circuits import CircuitStatus
+from policy import Outcome
+from policy.decisions import utc_iso
 
 
 def parked_changes(
@@ -35,6 +41,61 @@ def parked_changes(
     if park is None:
         return {}
     return {"deadline": max(deadline, park.until), "reason": REASON_PARKED, "circuit": park.circuit}
+
+
+def outlasted_retry(snapshot: RouteSnapshot, context: RouteContext) -> Transition | None:
+    """A due retry whose candidate's circuit is open (cooling down, no probe running) past
+    every retry its policy still allows: the policy's on_exhausted now, as the decision
+    would have been had the circuit been open when it was made (capped_by_circuit in
+    actors/routes/judgement.py), instead of parking the route until the circuit's wake
+    (a retry of a route whose own failures opened its model's circuit waited out the whole
+    backoff). None when the attempt may go on (to the gate)."""
+    found = _outlasting(snapshot, context)
+    if found is None:
+        return None
+    park, profile, candidate, left = found
+    assert snapshot.error_class is not None  # checked by _outlasting
+    why = (
+        f"circuit {park.circuit} is open until {utc_iso(park.until)}, beyond the {left:g} s "
+        "of retries the policy still allows"
+    )
+    if on_exhausted(candidate, snapshot.error_class) is Outcome.SKIP:
+        return skip_step(
+            snapshot, context, profile=profile, usage=snapshot.cycle.to_usage(),
+            reason=clip(f"{why}, so skip to the next candidate"), cause="circuit_open",
+            decision="skip",
+        )  # fmt: skip
+    route = updated(
+        snapshot, state="action_required", pending_outcome="stop", reason=clip(f"{why}, so stop")
+    )
+    return step(snapshot, context, cause="circuit_open", route=route, decision="stop")
+
+
+def _outlasting(
+    snapshot: RouteSnapshot, context: RouteContext
+) -> tuple[Park, RouteProfile, RouteCandidate, float] | None:
+    """The open circuit a due retry would park on past its policy's retries, with what
+    deciding needs; None when it may go on."""
+    board, error_class = context.circuits, snapshot.error_class
+    if board is None or error_class is None or snapshot.pending_outcome != "retry":
+        return None
+    if snapshot.retry_ordinal == 0 or snapshot.route_id in board.grants:
+        return None  # a skip's first attempt keeps its own horizon; a probe goes
+    park = board.blocking(board.key_of(snapshot), context.now)
+    state = None if park is None else board.states.get(park.circuit)
+    if park is None or state is None or state.status is not CircuitStatus.OPEN:
+        return None
+    try:
+        profile = profile_from_json(snapshot.route_id, snapshot.profile)
+    except CorruptProfileError:
+        return None
+    candidate = find_candidate(profile, snapshot.candidate_id)
+    left = (
+        0.0 if candidate is None else retries_left_s(candidate, error_class, snapshot.retry_ordinal)
+    )
+    if candidate is None or park.until <= context.now + timedelta(seconds=left):
+        return None
+    return park, profile, candidate, left
 
 
 def gated_step(

@@ -55,7 +55,7 @@ from actors.routes.dispatch_outcomes import return_unsent_transition, settle_dis
 from actors.routes.eligibility import choose_start, start_park, start_probe_changes
 from actors.routes.judgement import failure_transition
 from actors.routes.models import CycleRecord, RouteSnapshot, RouteUpdate, Transition, attempt_due
-from actors.routes.parking import gated_step, release_transition
+from actors.routes.parking import gated_step, outlasted_retry, release_transition
 from actors.routes.profiles import profile_from_json, profile_json
 from actors.routes.quarantine import quarantine_transition
 from actors.routes.steps import (
@@ -179,6 +179,9 @@ def due_transition(
         reason = f"the first attempt on {snapshot.candidate_id} is due"
     else:
         reason = f"retry {snapshot.retry_ordinal} of {snapshot.retry_max} is due"
+    outlasted = outlasted_retry(snapshot, context)
+    if outlasted is not None:
+        return outlasted
     return gated_step(
         snapshot, context, cause="deadline_reached", decision="deadline_reached", reason=reason
     )

@@ -28,6 +28,7 @@ from actors.hosting.runtime import RecoveryRuntime
 from actors.routes.models import RouteSnapshot
 from catalogue import Evidence, EvidenceKind
 from policy import Candidate, DynamicProfile, TurnEvidence
+from tests.actors.route_scenarios import safe_turn
 
 CALL_TIMEOUT_S: Final = 10.0
 RECHECK_S: Final = 5.0  # a waiting request re-reads its route this often
@@ -156,13 +157,4 @@ def _candidate(profile: DynamicProfile, candidate_id: str | None) -> Candidate:
 
 def _turn(route_id: str, attempt: int) -> TurnEvidence:
     """A raw API call that failed: nothing streamed, no tool ran."""
-    return TurnEvidence(
-        execution_id=f"exec-{route_id}-{attempt}",
-        prompt_generation=1,
-        output_observed=False,
-        thoughts_observed=False,
-        tool_call_started=False,
-        tool_call_completed=False,
-        partial_utility_result=False,
-        ambiguous_delivery=False,
-    )
+    return safe_turn(execution_id=f"exec-{route_id}-{attempt}")

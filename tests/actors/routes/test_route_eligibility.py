@@ -254,3 +254,33 @@ def test_a_start_with_every_candidate_open_parks_on_the_first_while_its_policy_w
     assert parked.pending_outcome == "retry"
     beyond = {c.id: opened(horizon + 60) for c in shape.candidates}
     assert started(shape, board(shape, beyond)).state == "active"
+
+
+def test_a_due_retry_whose_circuit_stays_open_past_the_retries_left_takes_on_exhausted() -> None:
+    # Its own failures (and others') opened the circuit while it waited for its last
+    # retry: waiting out the whole backoff is beyond what its policy would wait.
+    shape = trio(claude=retries(1, 30, Outcome.SKIP))
+    route = failed(started(shape), board(shape, {}))
+    assert (route.state, route.retry_ordinal) == ("retry_wait", 1)
+    assert route.deadline is not None
+    at = route.deadline
+    fired = run(route, FireDue(1, route.attempt_ordinal), RouteContext(at, circuits=board(shape, {
+        "claude": opened(600, at)})))  # fmt: skip
+    assert (fired.state, fired.candidate_id, fired.generation) == ("switching", "codex", 2)
+    assert fired.reason is not None
+    assert "beyond the 0 s of retries" in fired.reason
+
+
+def test_a_due_retry_still_parks_within_its_retries_left_or_behind_a_running_probe() -> None:
+    shape = trio(claude=retries(2, 30, Outcome.SKIP))  # 30 s, then 60 s
+    route = failed(started(shape), board(shape, {}))
+    assert route.deadline is not None
+    at = route.deadline
+    due = FireDue(1, route.attempt_ordinal)
+    within = run(route, due, RouteContext(at, circuits=board(shape, {"claude": opened(45, at)})))
+    assert (within.state, within.reason) == ("retry_wait", REASON_PARKED)
+    expired = opened(600, at - timedelta(seconds=700))  # open until 100 s ago
+    probing, grant = machine.acquire_probe(expired, "another-route", at, timedelta(seconds=900))
+    assert isinstance(grant, ProbeGrant)
+    behind = run(route, due, RouteContext(at, circuits=board(shape, {"claude": probing})))
+    assert (behind.state, behind.reason, behind.generation) == ("retry_wait", REASON_PARKED, 1)
