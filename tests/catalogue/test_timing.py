@@ -219,7 +219,8 @@ def test_iso_instant_with_an_offset_is_a_reset_instant(text: str, expected: date
         "Attempt 2 failed with status 429. Retrying with backoff...",
         "will retry in 5s (attempt 2/5)",
         # aider's (backoff-era) line under the error it retries (Aider-AI/aider #861).
-        'AnthropicException - {"type":"error","error":{"type":"rate_limit_error"}}\nRetry in 0.7 seconds.',
+        'AnthropicException - {"type":"error","error":{"type":"rate_limit_error"}}\n'
+        "Retry in 0.7 seconds.",
         "litellm.RateLimitError: ...\n   Retry after 2.5 seconds.",
     ],
 )
