@@ -206,12 +206,24 @@ def _retry_delay_hint(t: str) -> TimingHint | None:
 
 
 def _delay_at(t: str, start: int) -> TimingHint | None:
-    if (lead := _DELAY_LEAD.match(t, start)) is None:
+    if (lead := _DELAY_LEAD.match(t, start)) is None or _client_retry_line(t, start):
         return None
     parsed = read_duration(t, lead.end())
     if parsed is None or _ATTEMPT_AFTER.match(t, parsed[1]):
         return None
     return _relative(parsed[0], "text")
+
+
+def _client_retry_line(t: str, start: int) -> bool:
+    """Whether a "retry in/after" lead opens a line of its own after other output: a
+    client's backoff line printed under the error (aider's "Retry in 0.7 seconds."), where a
+    server states its delay inside its message ("Please retry in 38s")."""
+    if not t.startswith("retry", start):
+        return False
+    at = start - 1
+    while at >= 0 and t[at] in " \t":
+        at -= 1
+    return at >= 0 and t[at] == "\n"
 
 
 def _instant_at(t: str, start: int, now: datetime, zone: tzinfo | None) -> TimingHint | None:

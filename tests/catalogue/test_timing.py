@@ -218,6 +218,10 @@ def test_iso_instant_with_an_offset_is_a_reset_instant(text: str, expected: date
         "Retrying in 3 seconds... (Attempt 1/3)",
         "Attempt 2 failed with status 429. Retrying with backoff...",
         "will retry in 5s (attempt 2/5)",
+        # aider's (backoff-era) line under the error it retries (Aider-AI/aider #861).
+        'AnthropicException - {"type":"error","error":{"type":"rate_limit_error"}}\n'
+        "Retry in 0.7 seconds.",
+        "litellm.RateLimitError: ...\n   Retry after 2.5 seconds.",
     ],
 )
 def test_client_countdown_is_not_a_server_hint(text: str) -> None:
@@ -229,6 +233,7 @@ def test_client_countdown_is_not_a_server_hint(text: str) -> None:
     [
         'Please retry in 47.4s." ... Retrying in 3 seconds (attempt 1/3)',
         "Retrying in 3 seconds (attempt 1/3): 429 Please retry in 47.4s.",
+        "429 RESOURCE_EXHAUSTED\nPlease retry in 47.4s.",
     ],
 )
 def test_server_hint_beside_a_client_countdown_still_counts(text: str) -> None:
