@@ -138,6 +138,30 @@ def test_the_fourth_blind_set_loads_as_evidence_from_threads_no_earlier_set_used
         server_hint(row)
 
 
+BLIND5 = "bench/data/real_errors.blind5.jsonl"
+
+
+def test_the_fifth_blind_set_loads_as_evidence_from_threads_no_earlier_set_used() -> None:
+    """blind5 is a fresh measurement (not yet tuned against): only its form is checked, and
+    that every row comes from its own thread, none the source of a dev, holdout, blind2,
+    blind3 or blind4 row, and no text repeats an earlier set's."""
+    rows = _rows_of(BLIND5)
+    assert len(rows) >= 110
+    assert len({row["id"] for row in rows}) == len(rows)
+    assert len({_thread(row["source"]) for row in rows}) == len(rows)
+    earlier_rows = _rows()
+    for path in (*BLIND_SETS, BLIND3, BLIND4):
+        earlier_rows += _rows_of(path)
+    earlier = {_thread(row["source"]) for row in earlier_rows}
+    earlier_texts = {row["text"] for row in earlier_rows}
+    for row in rows:
+        assert tuple(row) == ROW_FIELDS, row["id"]
+        assert _thread(row["source"]) not in earlier, row["id"]
+        assert row["text"] not in earlier_texts, row["id"]
+        evidence_from_row(row)
+        server_hint(row)
+
+
 def test_a_server_hint_is_what_the_label_places_in_time() -> None:
     assert server_hint({"timing": {"seconds": 26, "source": "RetryInfo.retryDelay"}}) == (
         ServerHint(seconds=26.0)
