@@ -288,8 +288,10 @@ class RecoveryRuntime:
         engine = WorkerEngine(self.url, self.settings)  # the transitions the hosts would write
         try:
             queue = dispatch_queue(connection, self.queue)
-            keys = KeySpace(self.key_prefix)
-            return reconcile(queue, keys, self.dispatcher, now=datetime.now(UTC), engine=engine)
+            return reconcile(
+                queue, engine.keys, self.dispatcher, now=datetime.now(UTC), engine=engine,
+                dispatch_timeout_s=self.dispatch_timeout_s,
+            )  # fmt: skip
         finally:
             engine.close()
             connection.close()
