@@ -33,7 +33,7 @@ from actors.errors import (
     error_report,
 )
 from actors.hosting.installation import InstallationMismatchError
-from actors.jobs.dispatcher import NotDispatched
+from actors.jobs.dispatcher import DispatchTimedOut, NotDispatched
 from actors.store.installation import CorruptInstallationError, NoInstallationError
 from actors.store.scripts import ScriptError
 from catalogue.errors import RecoveryError as CoreRoot
@@ -81,6 +81,7 @@ SAMPLES: list[RecoveryError] = [
     CliError("no Redis URL: pass --redis-url URL or set REDIS_URL"),
     DemoError("the fleet needs at least one route"),
     NotDispatched("the orchestrator is draining"),
+    DispatchTimedOut(60.0),
     ScriptError("transition: names a key literally; pass every key in KEYS"),
     CorruptInstallationError("recovery:installation", "host_names: Field required"),
     NoInstallationError("no installation is recorded under prefix 'recovery'"),
