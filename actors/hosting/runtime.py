@@ -9,7 +9,8 @@ hands out `RouteHandle`s.
 
 Ray: `ray_address`, else `RAY_ADDRESS`, else the installation's recorded address, else a
 local Ray bound to `ray_host` (loopback by default; actors/hosting/ray_connect.py). Redis:
-`redis_url`, else `REDIS_URL`, else an embedded Redis in `data_dir`. The first runtime of
+`redis_url`, else `REDIS_URL`, else the embedded Redis of `data_dir`, started or
+reattached to (one server per folder, actors/store/embedded.py). The first runtime of
 a key prefix owns the installation; the others attach and read its host ring, so every
 process sends a route to the one host the ring picks (actors/hosting/installation.py).
 `from_config(load_config(...))` takes every setting from the environment and a TOML file.

@@ -34,6 +34,7 @@ from actors.errors import (
 )
 from actors.hosting.installation import InstallationMismatchError
 from actors.jobs.dispatcher import DispatchTimedOut, NotDispatched
+from actors.store.embedded import EmbeddedRedisError
 from actors.store.installation import CorruptInstallationError, NoInstallationError
 from actors.store.scripts import ScriptError
 from catalogue.errors import RecoveryError as CoreRoot
@@ -88,6 +89,7 @@ SAMPLES: list[RecoveryError] = [
     InvalidCommandError("expected_generation", True, "an integer >= 0"),
     LineRefusedError({"line": 3, "error": "nested deeper than 64 levels", "field": None}),
     InstallationMismatchError("recovery", "hosts", 3, 2),
+    EmbeddedRedisError("/var/lib/recovery", "locked by process 4242"),
 ]
 
 
