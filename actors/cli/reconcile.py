@@ -86,7 +86,10 @@ def reconcile_line(args: argparse.Namespace, now: datetime) -> str:
     engine = WorkerEngine(url, settings)
     try:
         queue = dispatch_queue(connection, queue_name)
-        report = reconcile(queue, keys, dispatcher, now=now, engine=engine)
+        report = reconcile(
+            queue, keys, dispatcher, now=now, engine=engine,
+            dispatch_timeout_s=settings.dispatch_timeout_s,
+        )  # fmt: skip
     finally:
         engine.close()
         connection.close()

@@ -122,7 +122,10 @@ def _reconcile(url: str, settings: EngineSettings, name: str) -> None:
     try:
         queue = dispatch_queue(connection, str(settings.queue_name))
         now = datetime.now(UTC)
-        report = reconcile(queue, settings.keys, settings.dispatcher, now=now, engine=engine)
+        report = reconcile(
+            queue, settings.keys, settings.dispatcher, now=now, engine=engine,
+            dispatch_timeout_s=settings.dispatch_timeout_s,
+        )  # fmt: skip
         print(f"worker {name} died; reconciliation: {report}", flush=True)
     finally:
         engine.close()

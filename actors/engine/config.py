@@ -17,6 +17,10 @@ variable counts as unset. Every setting, with its TOML key and environment varia
     workers         RECOVERY_WORKERS           1 rq worker process (with a dispatcher;
                                                0: none here, `recovery workers` elsewhere)
     queue           RECOVERY_QUEUE             <key_prefix>-dispatch
+    dispatch_timeout_s
+                    RECOVERY_DISPATCH_TIMEOUT_S             60 (1 to 600 s a dispatch job
+                                                            waits for the dispatcher: past
+                                                            it, ambiguous: action_required)
     worker_paths    RECOVERY_WORKER_PATHS      none (import paths for the workers;
                                                a TOML list, or os.pathsep-separated)
     data_dir        RECOVERY_DATA_DIR          ~/.local/state/provider-recovery
@@ -65,7 +69,11 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from actors.engine.settings import EngineSettings
+from actors.engine.settings import (
+    DEFAULT_DISPATCH_TIMEOUT_S,
+    DISPATCH_TIMEOUT_RANGE_S,
+    EngineSettings,
+)
 from actors.errors import RecoveryError
 from actors.keys import DEFAULT_PREFIX, PREFIX_PATTERN, KeySpace
 from actors.routes.circuit_board import DEFAULT_PROBE_TTL_S
@@ -152,6 +160,17 @@ def _positive_float(value: object) -> float:
     raise ValueError(f"must be a number of seconds > 0, got {value!r}")
 
 
+def _dispatch_timeout(value: object) -> float:
+    low, high = DISPATCH_TIMEOUT_RANGE_S
+    try:
+        seconds = _positive_float(value)
+    except ValueError:
+        seconds = math.nan
+    if low <= seconds <= high:
+        return seconds
+    raise ValueError(f"must be a number of seconds from {low:g} to {high:g}, got {value!r}")
+
+
 def _boolean(value: object) -> bool:
     if isinstance(value, bool):
         return value
@@ -234,6 +253,9 @@ class RuntimeConfig(BaseModel):
     dispatcher: Annotated[str | None, BeforeValidator(_optional(_dispatcher))] = None
     workers: Annotated[int, BeforeValidator(_count)] = DEFAULT_WORKER_COUNT
     queue: Annotated[str | None, BeforeValidator(_optional(_queue))] = None
+    dispatch_timeout_s: Annotated[float, BeforeValidator(_dispatch_timeout)] = (
+        DEFAULT_DISPATCH_TIMEOUT_S
+    )
     worker_paths: Annotated[tuple[str, ...], BeforeValidator(_paths)] = ()
     data_dir: Annotated[Path, BeforeValidator(_path)] = DEFAULT_DATA_DIR
     key_prefix: Annotated[str, BeforeValidator(_key_prefix)] = DEFAULT_PREFIX
@@ -257,7 +279,7 @@ class RuntimeConfig(BaseModel):
             utility_ttl_s=self.utility_ttl_s, events_maxlen=self.events_maxlen,
             circuit_settings=self.circuit_settings(), probe_ttl_s=self.circuit_probe_ttl_s,
             installation_key=self.installation_key, dispatcher=self.dispatcher,
-            queue_name=self.queue,
+            queue_name=self.queue, dispatch_timeout_s=self.dispatch_timeout_s,
         )  # fmt: skip
 
     def circuit_settings(self) -> CircuitSettings:

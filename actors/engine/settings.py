@@ -4,7 +4,9 @@ Built once from the configuration (`EngineSettings.from_config`) and handed to e
 host (a Ray actor argument) and to every rq worker (`to_environment`: one variable in the
 worker's environment, never on a command line, since it holds the installation key), so a
 transition has the same TTLs, circuit thresholds, backoffs, probe TTL and event retention
-whoever writes it: a host, a backstop job or a dispatch job.
+whoever writes it: a host, a backstop job or a dispatch job. `dispatch_timeout_s` is how
+long a dispatch job waits for the orchestrator's dispatcher before the outcome is ambiguous
+(actors/jobs/dispatch.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ SETTINGS_ENV: Final = "RECOVERY_ENGINE_SETTINGS"
 INSTALLATION_KEY_ENV: Final = "RECOVERY_INSTALLATION_KEY"
 _ROUTE_DEFAULTS: Final = RouteSettings()
 _DIGEST_LABEL: Final = b"provider-recovery installation key digest"
+DEFAULT_DISPATCH_TIMEOUT_S: Final = 60.0
+# The longest a dispatch may take: under reconciliation's 15 minutes for a started
+# dispatch (actors/jobs/reconcile.py), which would otherwise settle one still running.
+DISPATCH_TIMEOUT_RANGE_S: Final = (1.0, 600.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,7 @@ class EngineSettings:
     installation_key: str | None = field(default=None, repr=False)
     dispatcher: str | None = None
     queue_name: str | None = None
+    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S
 
     def __post_init__(self) -> None:
         KeySpace(self.key_prefix)  # validates the prefix
@@ -58,6 +65,14 @@ class EngineSettings:
             raise ValueError(f"events_maxlen must be >= 1, got {self.events_maxlen}")
         if not self.probe_ttl_s > 0:
             raise ValueError(f"probe_ttl_s must be > 0, got {self.probe_ttl_s}")
+        low, high = DISPATCH_TIMEOUT_RANGE_S
+        timeout = self.dispatch_timeout_s
+        number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+        if not number or not low <= timeout <= high:
+            raise ValueError(
+                f"dispatch_timeout_s must be between {low:g} and {high:g} seconds, "
+                f"got {self.dispatch_timeout_s!r}"
+            )
 
     @property
     def keys(self) -> KeySpace:

@@ -371,6 +371,7 @@ class RouteHost:
             dispatcher=dispatcher,
             now=self._clock.now(),
             host_id=self.host_id,
+            timeout_s=self.settings.dispatch_timeout_s,
         )
 
     def _reconcile(self, dispatcher: str) -> ReconcileReport:
@@ -378,8 +379,9 @@ class RouteHost:
         queue = dispatch_queue(self._connection(), self._queue_name)
         engine = _OnLoop(self._service, self._loop)
         return reconcile_dispatches(
-            queue, self._keys, dispatcher, now=self._clock.now(), engine=engine
-        )
+            queue, self._keys, dispatcher, now=self._clock.now(), engine=engine,
+            dispatch_timeout_s=self.settings.dispatch_timeout_s,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

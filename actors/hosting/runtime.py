@@ -9,7 +9,8 @@ hands out `RouteHandle`s.
 
 Ray: `ray_address`, else `RAY_ADDRESS`, else the installation's recorded address, else a
 local Ray bound to `ray_host` (loopback by default; actors/hosting/ray_connect.py). Redis:
-`redis_url`, else `REDIS_URL`, else an embedded Redis in `data_dir`. The first runtime of
+`redis_url`, else `REDIS_URL`, else the embedded Redis of `data_dir`, started or
+reattached to (one server per folder, actors/store/embedded.py). The first runtime of
 a key prefix owns the installation; the others attach and read its host ring, so every
 process sends a route to the one host the ring picks (actors/hosting/installation.py).
 `from_config(load_config(...))` takes every setting from the environment and a TOML file.
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Self
@@ -36,7 +37,7 @@ import ray
 import redis
 
 from actors.engine.config import DEFAULT_DATA_DIR, DEFAULT_WORKER_COUNT, RuntimeConfig
-from actors.engine.settings import EngineSettings
+from actors.engine.settings import DEFAULT_DISPATCH_TIMEOUT_S, EngineSettings
 from actors.errors import RecoveryError, error_text
 from actors.hosting.batcher import BatcherPool
 from actors.hosting.handle import RouteHandle, committed_by_retry
@@ -88,6 +89,8 @@ __all__ = [
 ]  # fmt: skip
 
 _ROUTE_DEFAULTS: Final = RouteSettings()
+# The settings value's fields, each a field of the runtime of the same name.
+ENGINE_SETTINGS: Final = tuple(item.name for item in fields(EngineSettings))
 REDIS_TIMEOUT_S: Final = 5.0
 RECORD_POLL_S: Final = 0.1
 
@@ -125,6 +128,7 @@ class RecoveryRuntime:
     installation_key: str | None = field(default=None, repr=False)
     circuit_settings: CircuitSettings = field(default_factory=CircuitSettings)
     probe_ttl_s: float = DEFAULT_PROBE_TTL_S
+    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S  # a dispatcher's call, at most
     dashboard_url: str | None = field(default=None, init=False, repr=False)
     hosts: list[Any] = field(default_factory=list, init=False, repr=False)
     _ring: HashRing | None = field(default=None, init=False, repr=False)
@@ -147,29 +151,25 @@ class RecoveryRuntime:
 
     @property
     def settings(self) -> EngineSettings:
-        """The one settings value every host and worker of this runtime writes with."""
-        return EngineSettings(
-            key_prefix=self.key_prefix, closed_ttl_s=self.closed_ttl_s,
-            utility_ttl_s=self.utility_ttl_s, events_maxlen=self.events_maxlen,
-            circuit_settings=self.circuit_settings, probe_ttl_s=self.probe_ttl_s,
-            installation_key=self.installation_key, dispatcher=self.dispatcher,
-            queue_name=self.queue_name,
-        )  # fmt: skip
+        """The one settings value every host and worker of this runtime writes with (its
+        fields are this runtime's fields of the same names: built here, nowhere else)."""
+        return EngineSettings(**{name: getattr(self, name) for name in ENGINE_SETTINGS})
+
+    @classmethod
+    def with_settings(cls, settings: EngineSettings, **options: Any) -> Self:
+        """A runtime (not started yet) writing with `settings`; `options` are its other
+        fields (Redis, Ray, hosts, workers)."""
+        return cls(**{name: getattr(settings, name) for name in ENGINE_SETTINGS}, **options)
 
     @classmethod
     def from_config(cls, config: RuntimeConfig) -> Self:
         """A runtime (not started yet) with every setting of `config` (actors/engine/config.py)."""
-        return cls(
-            redis_url=config.redis_url, data_dir=config.data_dir,
+        return cls.with_settings(
+            config.engine_settings(), redis_url=config.redis_url, data_dir=config.data_dir,
             ray_address=config.ray_address, host_count=config.hosts,
-            key_prefix=config.key_prefix, dispatcher=config.dispatcher,
-            worker_count=config.workers, queue_name=config.queue,
-            worker_paths=config.worker_paths, events_maxlen=config.events_maxlen,
-            closed_ttl_s=config.closed_ttl_s, utility_ttl_s=config.utility_ttl_s,
+            worker_count=config.workers, worker_paths=config.worker_paths,
             ray_cpus=config.ray_cpus, ray_dashboard=config.ray_dashboard,
             ray_host=config.ray_host,
-            installation_key=config.installation_key,
-            circuit_settings=config.circuit_settings(), probe_ttl_s=config.circuit_probe_ttl_s,
         )  # fmt: skip
 
     @property
@@ -232,14 +232,9 @@ class RecoveryRuntime:
         recorded there, CorruptInstallationError for an unreadable record."""
         url = redis_url or os.environ.get("REDIS_URL") or embedded_url(data_dir)
         record = recorded_at(url, KeySpace(key_prefix))
-        settings = EngineSettings.from_public(record.settings, installation_key)
-        runtime = cls(
-            redis_url=url, key_prefix=key_prefix, host_count=record.host_count,
-            virtual_nodes=record.virtual_nodes, dispatcher=settings.dispatcher,
-            queue_name=settings.queue_name, events_maxlen=settings.events_maxlen,
-            closed_ttl_s=settings.closed_ttl_s, utility_ttl_s=settings.utility_ttl_s,
-            installation_key=installation_key, circuit_settings=settings.circuit_settings,
-            probe_ttl_s=settings.probe_ttl_s,
+        runtime = cls.with_settings(
+            EngineSettings.from_public(record.settings, installation_key), redis_url=url,
+            host_count=record.host_count, virtual_nodes=record.virtual_nodes,
         )  # fmt: skip
         runtime._url = url
         runtime._join(record)
@@ -294,8 +289,10 @@ class RecoveryRuntime:
         engine = WorkerEngine(self.url, self.settings)  # the transitions the hosts would write
         try:
             queue = dispatch_queue(connection, self.queue)
-            keys = KeySpace(self.key_prefix)
-            return reconcile(queue, keys, self.dispatcher, now=datetime.now(UTC), engine=engine)
+            return reconcile(
+                queue, engine.keys, self.dispatcher, now=datetime.now(UTC), engine=engine,
+                dispatch_timeout_s=self.dispatch_timeout_s,
+            )  # fmt: skip
         finally:
             engine.close()
             connection.close()

@@ -101,7 +101,8 @@ def fire_backstop(
         snapshot.route_id
         for snapshot in fired
         if enqueue_dispatch(
-            queue, keys, snapshot.attempt, dispatcher=dispatcher, now=now, host_id=host_id
+            queue, keys, snapshot.attempt, dispatcher=dispatcher, now=now, host_id=host_id,
+            timeout_s=engine.settings.dispatch_timeout_s,
         ) is not None
     )  # fmt: skip
     rearmed = None

@@ -10,8 +10,11 @@ nothing), calls the orchestrator's dispatcher, and writes the ledger `finished` 
 the outcome. `NotDispatched` means nothing was sent: the attempt goes back to the policy
 as a failure reported before any partial result, which retries (the next ordinal, a
 new schedule in Redis), waits, skips or stops (actors/routes/dispatch_outcomes.py). Any
-other exception, a timeout included, is ambiguous: the route goes to `action_required`
-("dispatch outcome ambiguous") and the attempt is never dispatched again. A dispatcher
+other exception is ambiguous: the route goes to `action_required` ("dispatch outcome
+ambiguous") and the attempt is never dispatched again. So is a dispatcher still running
+after the installation's `dispatch_timeout_s` ("dispatch timed out after N s"): the job
+settles it and returns, and the worker goes on with the next dispatch (its job timeout
+is longer, actors/jobs/queue.py, so rq never kills the job first). A dispatcher
 that cannot be loaded is a configuration error, which a retry would only repeat: the
 route goes to `action_required` ("dispatcher cannot be loaded").
 
@@ -24,13 +27,11 @@ route transition the job causes goes through the worker's engine (actors/jobs/wo
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -39,8 +40,15 @@ from rq import get_current_job
 from actors.clock import SystemClock
 from actors.errors import error_text
 from actors.jobs.backstop_arming import BackstopArmer
-from actors.jobs.dispatcher import NotDispatched, ReplayIdentity, load_dispatcher
+from actors.jobs.dispatcher import (
+    DispatchTimedOut,
+    NotDispatched,
+    ReplayIdentity,
+    call_dispatcher,
+    load_dispatcher,
+)
 from actors.jobs.ledger import DispatchLedger
+from actors.jobs.queue import SETTLE_MARGIN_S
 from actors.jobs.worker_engine import WorkerEngine, worker_engine
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import ReturnUnsent, RouteCommand, SettleDispatch
@@ -72,9 +80,13 @@ def run_dispatch(  # noqa: PLR0917 - the job's arguments, as enqueued
     rearm = None
     if host_id is not None:
         rearm = _backstop_rearm(job.connection, job.origin, keys, host_id, dispatcher)
+    timeout_s = worker_engine(job.connection, keys).settings.dispatch_timeout_s
+    if job.timeout is not None and job.timeout > SETTLE_MARGIN_S:  # rq's limit: settle first
+        timeout_s = min(timeout_s, job.timeout - SETTLE_MARGIN_S)
     return dispatch_once(
         job.connection, keys, AttemptFence(route_id, generation, ordinal),
         dispatcher=dispatcher, worker=worker, rearm=rearm, host_id=host_id,
+        timeout_s=timeout_s,
     )  # fmt: skip
 
 
@@ -104,11 +116,13 @@ def dispatch_once(
     rearm: Callable[[RouteSnapshot], None] | None = None,
     host_id: str | None = None,
     engine: WorkerEngine | None = None,
+    timeout_s: float | None = None,
 ) -> RunResult:
     """What a dispatch job does, on `connection`, as `worker`: every route transition it
     causes goes through the worker's engine (`engine`, else this process's for the
     connection), for host `host_id`'s routes. `rearm` is given the route's snapshot when a
     NotDispatched re-evaluation left it waiting again (the durable backstop of that wait).
+    `timeout_s` bounds the dispatcher's call (None: the engine's `dispatch_timeout_s`).
 
     An attempt that held its circuit's probe lease (the probe): when nothing was sent
     (NotDispatched, a dispatcher that cannot be loaded) the lease is abandoned at once,
@@ -134,13 +148,13 @@ def dispatch_once(
         ledger.finish(fence, "not_dispatched", _now(), detail=detail)
         settle(SettleDispatch(fence.generation, fence.ordinal, REASON_UNLOADABLE))
         return "not_dispatched"
+    args = (
+        fence.route_id, fence.generation, fence.ordinal, snapshot.candidate_id,
+        snapshot.reason, identity,
+    )  # fmt: skip
+    timeout_s = timeout_s or engine.settings.dispatch_timeout_s
     try:
-        result = call(
-            fence.route_id, fence.generation, fence.ordinal, snapshot.candidate_id,
-            snapshot.reason, identity,
-        )  # fmt: skip
-        if inspect.isawaitable(result):
-            asyncio.run(_awaited(result))
+        call_dispatcher(call, args, timeout_s=timeout_s)
     except NotDispatched as error:
         detail = error_text(error)
         ledger.finish(fence, "not_dispatched", _now(), detail=detail)
@@ -153,13 +167,12 @@ def dispatch_once(
                 log.warning("backstop of route %s not armed: %s", fence.route_id, error_text(error))
         return "not_dispatched"
     except Exception as error:
-        detail = f"{type(error).__name__}: {error_text(error)}"
+        timed_out = isinstance(error, DispatchTimedOut)
+        detail = error_text(error) if timed_out else f"{type(error).__name__}: {error_text(error)}"
         ledger.finish(fence, "failed", _now(), detail=detail)
         # a probe's lease is left to its TTL: the probe may have happened (docstring)
-        ambiguous = SettleDispatch(
-            fence.generation, fence.ordinal, REASON_AMBIGUOUS, keep_probe_lease=True
-        )
-        settle(ambiguous)
+        reason = str(error) if timed_out else REASON_AMBIGUOUS
+        settle(SettleDispatch(fence.generation, fence.ordinal, reason, keep_probe_lease=True))
         return "failed"
     ledger.finish(fence, "delivered", _now())
     return "delivered"
@@ -182,10 +195,6 @@ class _Settle:
             log.warning("route %s not settled after its dispatch: %s", route, why)
             return None
         return outcome
-
-
-async def _awaited(result: Any) -> None:
-    await result
 
 
 def _now() -> datetime:

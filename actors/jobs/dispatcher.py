@@ -3,12 +3,23 @@ orchestrator, and how the orchestrator says nothing was sent (docs/CONTRACTS.md,
 
 A dispatcher is any callable at a `module:attribute` path, called inside an rq job as
 `dispatcher(route_id, generation, ordinal, candidate_id, reason, identity)`; it may return
-an awaitable, which the job awaits.
+an awaitable, which the job awaits. `call_dispatcher` bounds the call by the installation's
+dispatch timeout: the call runs in a thread of its own (in the job's context, so rq's
+`get_current_job()` still answers), and a call still running at the timeout is left behind
+as ambiguous (`DispatchTimedOut`). A thread cannot be stopped: a dispatcher that hangs
+keeps its thread until it returns or the worker exits, and whatever it does later is
+never read. An awaitable is cancelled at the timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import importlib
+import inspect
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,6 +29,18 @@ from actors.keys import AttemptFence
 
 class NotDispatched(RecoveryError):  # noqa: N818 - the name docs/CONTRACTS.md gives dispatchers
     """Raised by a dispatcher when it sent nothing: the attempt can be re-evaluated."""
+
+
+class DispatchTimedOut(RecoveryError):  # noqa: N818 - says what happened, like NotDispatched
+    """The dispatcher had not returned `timeout_s` after it was called: whether it sent
+    anything is unknown."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        super().__init__(f"dispatch timed out after {timeout_s:g} s")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.timeout_s,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,3 +111,44 @@ def load_dispatcher(path: str) -> Dispatcher:
         raise TypeError(f"dispatcher {path!r} is not callable")
     dispatcher: Dispatcher = found
     return dispatcher
+
+
+def call_dispatcher(
+    dispatcher: Callable[..., Any], args: Sequence[Any], *, timeout_s: float
+) -> None:
+    """Call `dispatcher(*args)` and await what it returns, for at most `timeout_s`: returns
+    when it did, raises what it raised, or DispatchTimedOut when it had not returned by then
+    (module docstring: its thread is left behind)."""
+    deadline = time.monotonic() + timeout_s
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            result = dispatcher(*args)
+            if inspect.isawaitable(result) and not asyncio.run(_awaited(result, deadline)):
+                failure.append(DispatchTimedOut(timeout_s))
+        except BaseException as error:  # handed to the job's thread, which raises it
+            failure.append(error)
+        finally:
+            done.set()
+
+    context = contextvars.copy_context()  # rq's current job, for get_current_job()
+    thread = threading.Thread(target=context.run, args=(call,), name="dispatch", daemon=True)
+    thread.start()
+    if not done.wait(timeout_s):
+        raise DispatchTimedOut(timeout_s)
+    if failure:
+        raise failure[0]
+
+
+async def _awaited(result: Any, deadline: float) -> bool:
+    """Whether `result` completed before `deadline` (it is cancelled if not); raises what
+    it raised."""
+    task = asyncio.ensure_future(result)
+    done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.monotonic()))
+    if not done:
+        task.cancel()
+        return False
+    task.result()
+    return True

@@ -5,6 +5,7 @@ Both jobs build on this module; neither imports the other to enqueue."""
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import datetime
 from typing import Any, Final
 
@@ -14,13 +15,25 @@ from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
-from actors.engine.settings import default_queue_name
+from actors.engine.settings import DEFAULT_DISPATCH_TIMEOUT_S, default_queue_name
 from actors.jobs.ledger import LEDGER_TTL_S, DispatchLedger
 from actors.keys import AttemptFence, KeySpace
 
 JOB_FUNCTION: Final = "actors.jobs.dispatch.run_dispatch"
 DEFAULT_QUEUE: Final = "recovery-dispatch"
-JOB_TIMEOUT_S: Final = 10 * 60
+# rq's own limit on a dispatch job is the dispatch timeout and this much more: past the
+# timeout the job still writes its ledger and settles the route, and rq must not kill it
+# first (a killed job leaves its dispatch `started`, for reconciliation to find).
+SETTLE_MARGIN_S: Final = 30
+
+
+def dispatch_job_timeout(dispatch_timeout_s: float) -> int:
+    """rq's timeout (whole seconds) of a dispatch job whose dispatcher call is bounded by
+    `dispatch_timeout_s`."""
+    return math.ceil(dispatch_timeout_s) + SETTLE_MARGIN_S
+
+
+JOB_TIMEOUT_S: Final = dispatch_job_timeout(DEFAULT_DISPATCH_TIMEOUT_S)
 # Jobs rq holds that will still run (or are running): enqueuing again would only repeat them.
 PENDING_JOB_STATUSES: Final = frozenset(
     {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.STARTED, JobStatus.DEFERRED}
@@ -52,26 +65,28 @@ def enqueue_dispatch(
     dispatcher: str,
     now: datetime,
     host_id: str | None = None,
+    timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
 ) -> str | None:
     """Write the attempt's ledger `queued` (if it has none) and enqueue its job. The job
     id, or None when the ledger shows the attempt already started or finished (nothing is
     enqueued then: it was dispatched, or its outcome is someone else's to settle).
     `host_id`: the route host owning the route, so that a schedule the job writes (a
-    NotDispatched re-evaluated into a new wait) gets that host's durable backstop."""
+    NotDispatched re-evaluated into a new wait) gets that host's durable backstop.
+    `timeout_s`: the installation's dispatch timeout (the job's rq timeout is longer)."""
     job_id = dispatch_job_id(keys, fence)  # validates the route id
     refused = DispatchLedger(queue.connection, keys).queue(fence, job_id, now)
     if refused not in ("applied", "queued"):
         return None
     args = (keys.prefix, fence.route_id, fence.generation, fence.ordinal, dispatcher, host_id)
-    _enqueue_once(queue, job_id, args)
+    _enqueue_once(queue, job_id, args, dispatch_job_timeout(timeout_s))
     return job_id
 
 
-def _enqueue_once(queue: Queue, job_id: str, args: tuple[Any, ...]) -> None:
+def _enqueue_once(queue: Queue, job_id: str, args: tuple[Any, ...], timeout_s: int) -> None:
     """Enqueue unless rq still holds a pending job with this id (the id dedups); a job rq
     has done with is replaced. A duplicate that slips through is a no-op run."""
     options: dict[str, Any] = {
-        "job_id": job_id, "job_timeout": JOB_TIMEOUT_S, "result_ttl": 3600,
+        "job_id": job_id, "job_timeout": timeout_s, "result_ttl": 3600,
         "failure_ttl": LEDGER_TTL_S, "unique": True,
     }  # fmt: skip
     try:
@@ -93,9 +108,11 @@ __all__ = [
     "JOB_FUNCTION",
     "JOB_TIMEOUT_S",
     "PENDING_JOB_STATUSES",
+    "SETTLE_MARGIN_S",
     "backstop_queue_name",
     "default_queue_name",
     "dispatch_job_id",
+    "dispatch_job_timeout",
     "dispatch_queue",
     "enqueue_dispatch",
 ]

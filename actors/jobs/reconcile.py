@@ -13,6 +13,7 @@ from redis import Redis
 from rq import Queue, Worker
 
 from actors.engine.requests import Outcome
+from actors.engine.settings import DEFAULT_DISPATCH_TIMEOUT_S
 from actors.errors import CorruptRouteError
 from actors.jobs.ledger import DispatchLedger, LedgerEntry
 from actors.jobs.queue import enqueue_dispatch
@@ -24,7 +25,7 @@ from actors.routes.quarantine import quarantine_of
 from actors.store.replies import reply_text
 from actors.store.sync_reads import read_route
 
-DEFAULT_STARTED_TIMEOUT_S: Final = 15 * 60
+DEFAULT_STARTED_TIMEOUT_S: Final = 15 * 60  # above the longest dispatch timeout (600 s)
 REASON_ABANDONED: Final = "dispatch started but never finished"
 
 
@@ -84,12 +85,14 @@ def reconcile(
     now: datetime,
     started_timeout_s: float = DEFAULT_STARTED_TIMEOUT_S,
     engine: Commands | None = None,
+    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
 ) -> ReconcileReport:
     """One pass over the retrying routes: never started -> enqueue again (the job id and
     the ledger fence make a repeat harmless); started and not finished with its worker
     gone or its start older than `started_timeout_s` -> action_required; else leave. The
     route transitions go through `engine` (a host's service, or a worker engine built
-    from the installation's settings; by default this process's worker engine)."""
+    from the installation's settings; by default this process's worker engine); a
+    dispatch enqueued again is bounded by `dispatch_timeout_s`, the installation's."""
     connection = queue.connection
     engine = engine or worker_engine(connection, keys)
     ledger = DispatchLedger(connection, keys)
@@ -103,7 +106,9 @@ def reconcile(
         fence = route.attempt
         entry = ledger.read(fence)
         if entry.state in ("none", "queued"):
-            job_id = enqueue_dispatch(queue, keys, fence, dispatcher=dispatcher, now=now)
+            job_id = enqueue_dispatch(
+                queue, keys, fence, dispatcher=dispatcher, now=now, timeout_s=dispatch_timeout_s
+            )
             (report.requeued if job_id is not None else report.left).append(route.route_id)
         elif entry.state == "started" and _abandoned(entry, workers, now, started_timeout_s):
             # The probe, if it was one, may have happened: its lease runs to its TTL.

@@ -33,7 +33,8 @@ from actors.errors import (
     error_report,
 )
 from actors.hosting.installation import InstallationMismatchError
-from actors.jobs.dispatcher import NotDispatched
+from actors.jobs.dispatcher import DispatchTimedOut, NotDispatched
+from actors.store.embedded import EmbeddedRedisError
 from actors.store.installation import CorruptInstallationError, NoInstallationError
 from actors.store.scripts import ScriptError
 from catalogue.errors import RecoveryError as CoreRoot
@@ -81,12 +82,14 @@ SAMPLES: list[RecoveryError] = [
     CliError("no Redis URL: pass --redis-url URL or set REDIS_URL"),
     DemoError("the fleet needs at least one route"),
     NotDispatched("the orchestrator is draining"),
+    DispatchTimedOut(60.0),
     ScriptError("transition: names a key literally; pass every key in KEYS"),
     CorruptInstallationError("recovery:installation", "host_names: Field required"),
     NoInstallationError("no installation is recorded under prefix 'recovery'"),
     InvalidCommandError("expected_generation", True, "an integer >= 0"),
     LineRefusedError({"line": 3, "error": "nested deeper than 64 levels", "field": None}),
     InstallationMismatchError("recovery", "hosts", 3, 2),
+    EmbeddedRedisError("/var/lib/recovery", "locked by process 4242"),
 ]
 
 

@@ -4,6 +4,7 @@ both, and errors that name where a bad value came from, the setting and the valu
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import pytest
@@ -369,3 +370,47 @@ def test_a_refused_redis_url_is_shown_masked_never_with_its_password() -> None:
     assert "hunter2pw" not in repr(error.args)
     assert error.value == "<withheld>"
     assert "hunter2pw" not in repr(pickle.loads(pickle.dumps(error)).__dict__)
+
+
+SECONDS_1_TO_600 = "must be a number of seconds from 1 to 600, got "
+
+
+def test_the_dispatch_timeout_defaults_to_a_minute_and_reaches_the_hosts_and_workers(
+    tmp_path: Path,
+) -> None:
+    assert load_config(None, {}).dispatch_timeout_s == 60
+    from_file = load_config(write_toml(tmp_path, "dispatch_timeout_s = 90\n"), {})
+    assert from_file.dispatch_timeout_s == 90
+    config = load_config(None, {"RECOVERY_DISPATCH_TIMEOUT_S": "12.5"})
+    runtime = RecoveryRuntime.from_config(config)
+    assert runtime.dispatch_timeout_s == 12.5
+    handed = EngineSettings.from_environment(runtime._worker_env())
+    assert handed.dispatch_timeout_s == runtime.settings.dispatch_timeout_s == 12.5
+    assert handed == config.engine_settings()
+
+
+@pytest.mark.parametrize("value", ["0", "0.5", "601", "-3", "nan", "inf", "1m", "true"])
+def test_a_dispatch_timeout_out_of_bounds_names_the_variable_and_the_value(value: str) -> None:
+    error = config_error(None, {"RECOVERY_DISPATCH_TIMEOUT_S": value})
+    assert str(error) == f"RECOVERY_DISPATCH_TIMEOUT_S: {SECONDS_1_TO_600}{value!r}"
+    assert (error.field, error.value) == ("dispatch_timeout_s", value)
+
+
+@pytest.mark.parametrize("line", ["dispatch_timeout_s = 0", "dispatch_timeout_s = true"])
+def test_a_dispatch_timeout_out_of_bounds_in_a_file_names_the_file_and_the_setting(
+    tmp_path: Path, line: str
+) -> None:
+    path = write_toml(tmp_path, line + "\n")
+    shown = {"dispatch_timeout_s = 0": "0", "dispatch_timeout_s = true": "True"}[line]
+    assert str(config_error(path, {})) == f"{path}: dispatch_timeout_s: {SECONDS_1_TO_600}{shown}"
+
+
+@pytest.mark.parametrize("value", [0, 0.9, 601, float("nan"), True, "60"])
+def test_a_runtime_or_settings_value_refuses_a_dispatch_timeout_out_of_bounds(
+    value: object,
+) -> None:
+    message = f"dispatch_timeout_s must be between 1 and 600 seconds, got {value!r}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        EngineSettings(dispatch_timeout_s=value)  # type: ignore[arg-type]  # the point
+    with pytest.raises(ValueError, match="dispatch_timeout_s must be between 1 and 600"):
+        RecoveryRuntime(dispatch_timeout_s=value)  # type: ignore[arg-type]  # the point

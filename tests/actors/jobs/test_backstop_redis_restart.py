@@ -5,7 +5,6 @@ started again while a backstop comes due: the backstop fires within 2 s of the r
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,19 +13,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from actors.clock import ManualClock, SystemClock
-from actors.engine.service import RouteService
+from actors.clock import SystemClock
 from actors.jobs.backstop_arming import BackstopArmer
 from actors.jobs.queue import backstop_queue_name
 from actors.jobs.workers import WorkerPool, wait_registered, worker_env
-from actors.keys import KeySpace
-from actors.routes.commands import RouteSettings
 from actors.store.embedded import EmbeddedRedis
-from actors.store.route_store import RouteStore
 from actors.store.sync_reads import read_route
-from policy import Outcome
 from tests.actors.conftest import unique_keys
-from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
+from tests.actors.worker_waits import wait_for, waiting_route, workers_ready
 
 pytestmark = pytest.mark.integration
 
@@ -45,56 +39,13 @@ def server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     embedded.stop()
 
 
-def waiting_route(url: str, keys: KeySpace, route_id: str, deadline: datetime) -> datetime:
-    """A route of HOST waiting for its first retry at about `deadline`; its deadline."""
-
-    async def main() -> datetime:
-        clock = ManualClock(deadline - timedelta(seconds=1))  # retries(…, 1 s): due at deadline
-        async with RouteStore.connect(url, clock=clock, keys=keys) as store:
-            service = RouteService(store, clock, settings=RouteSettings(host_id=HOST))
-            chosen = profile(candidate("claude", transient=retries(3, 1, Outcome.STOP)))
-            await service.start(route_id, chosen, caller="kanban", invocation_id="inv-1")
-            waiting = await service.report_failure(
-                route_id, 1, overloaded(), safe_turn(), caller="kanban", invocation_id="inv-1"
-            )
-        assert waiting.deadline is not None
-        return waiting.deadline
-
-    return asyncio.run(main())
-
-
-def workers_ready(url: str, pool: WorkerPool, backstops: str) -> bool:
-    """Every worker past its start (idle in its loop) and the backstop queue's scheduler
-    holding its lock: what a Redis outage should find (a worker still starting dies)."""
-    connection = redis.Redis.from_url(url, decode_responses=True)
-    try:
-        states = [connection.hget(f"rq:worker:{w.name}", "state") for w in pool.workers]
-        locked = connection.exists(f"rq:scheduler-lock:{backstops}")
-        return all(state == "idle" for state in states) and bool(locked)
-    finally:
-        connection.close()
-
-
-def wait_for(condition: object, timeout_s: float) -> float:
-    """Poll `condition()` until it holds; the moment it did (time.monotonic)."""
-    assert callable(condition)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return time.monotonic()
-        except redis.RedisError:
-            pass
-        time.sleep(0.02)
-    raise TimeoutError(f"not met within {timeout_s} s")
-
-
 def test_a_backstop_due_while_redis_was_down_fires_within_2_s_of_its_restart(
     server: EmbeddedRedis, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, keys = server.url, unique_keys()
     queue = f"{keys.prefix}-dispatch"
-    deadline = waiting_route(url, keys, "s-1", datetime.now(UTC) + timedelta(seconds=DUE_IN_S))
+    due = datetime.now(UTC) + timedelta(seconds=DUE_IN_S)
+    deadline = waiting_route(url, keys, "s-1", due, HOST)
     armer = BackstopArmer(
         lambda: redis.Redis.from_url(url), queue, keys, HOST, DELIVER, clock=SystemClock()
     )

@@ -68,6 +68,6 @@ def test_embedded_redis_stops_even_with_clients_still_connected(tmp_path: Path) 
     server = EmbeddedRedis(tmp_path / "data")
     client = _client(server.start())
     client.ping()
-    pid = server._server.pid
+    pid = server.pid
     server.stop()
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

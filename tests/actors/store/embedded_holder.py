@@ -1,0 +1,38 @@
+"""A process that owns (or reattaches to) an embedded Redis, for the data folder's lock
+tests: `python -m tests.actors.store.embedded_holder FOLDER` starts EmbeddedRedis(FOLDER),
+writes its own pid under `holder:<pid>` through it, prints one JSON line (`url`, `owner`,
+`server_pid`) and sleeps until it is killed. An error is printed as `{"error": ...}`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from actors.store.embedded import EmbeddedRedis
+
+SLEEP_S = 600
+
+
+def main(folder: str) -> None:
+    server = EmbeddedRedis(Path(folder))
+    try:
+        url = server.start()
+        client = redis.Redis.from_url(url)
+        client.set(f"holder:{os.getpid()}", "written")
+        client.close()
+    except Exception as error:
+        print(json.dumps({"error": f"{type(error).__name__}: {error}"}), flush=True)
+        return
+    owner = getattr(server, "owner", None)  # getattr: the same script runs before the fix
+    server_pid = getattr(server, "pid", None)
+    print(json.dumps({"url": url, "owner": owner, "server_pid": server_pid}), flush=True)
+    time.sleep(SLEEP_S)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
