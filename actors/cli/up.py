@@ -13,6 +13,10 @@ line each, in this order and with this wording (tools may wait on them):
     workers: none (no dispatcher configured)
     ready: Ctrl-C or SIGTERM stops the runtime
 
+Before them, `reaped: N processes left by an `up` that crashed` when a previous `up` on the
+same data folder was killed and some of what it started still ran
+(actors/cli/up_children.py).
+
 Ctrl-C (SIGINT) and SIGTERM drain the same way: `stopping: <signal> received`, then
 `RecoveryRuntime.shutdown()` (rq workers, hosts, then the embedded Redis and the local Ray
 it started), then `stopped: N schedules left pending in Redis`, exit 0. Pending schedules
@@ -37,6 +41,7 @@ from typing import Any, Final
 import ray
 import redis
 
+from actors.cli.up_children import forget_children, reap_children, record_children
 from actors.engine.config import ConfigError, RuntimeConfig, load_config
 from actors.errors import error_text
 from actors.hosting.runtime import RecoveryRuntime
@@ -68,10 +73,16 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config, os.environ, flags=flags)
     except ConfigError as error:
         return _problem(error_text(error))
+    folder = config.data_dir.expanduser()
     if config.redis_url is None:
-        problem = data_dir_problem(config.data_dir.expanduser())
+        problem = data_dir_problem(folder)
         if problem is not None:
             return _problem(problem)
+    if folder.is_dir():
+        reaped = reap_children(folder)
+        if reaped:
+            noun = "process" if reaped == 1 else "processes"
+            say(f"reaped: {reaped} {noun} left by an `up` that crashed")
     if config.redis_url is not None:
         try:
             check_redis(config.redis_url)
@@ -87,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         _install(signal.SIG_IGN)  # a second signal must not interrupt the drain
         left = runtime.shutdown()
+        forget_children(folder)
     say(f"stopped: {_pending_text(left)}")
     if failure is not None:
         print(f"recovery up: failed: {failure}", file=sys.stderr)
@@ -127,6 +139,8 @@ def serve(runtime: RecoveryRuntime, config: RuntimeConfig) -> str:
         _install(_raise_stop)
         if deferred:
             return deferred[0]
+        if config.data_dir.expanduser().is_dir():
+            record_children(config.data_dir.expanduser())
         for line in status_lines(runtime, config):
             say(line)
         while True:

