@@ -1,8 +1,9 @@
 """The deterministic classifier: evidence in, one Classification out.
 
-Candidate rules are found through an index (key word, HTTP status, exit code), so the
-cost of a classification grows with the evidence's length, not with the catalogue's size.
-Candidates are then tried in rank order; see `catalogue.rules` for the ordering and for
+Candidate rules are found by the prefilter (catalogue.prefilter: key words, HTTP status,
+exit code, then the words the rule's patterns require), so the cost of a classification
+grows with the evidence's length, not with the catalogue's size. Candidates are then
+tried in rank order; see `catalogue.rules` for the ordering and for
 wrapper rules.
 """
 
@@ -25,6 +26,7 @@ from catalogue.codes import (
     code_info,
 )
 from catalogue.evidence import Evidence, EvidenceKind
+from catalogue.prefilter import Prefilter
 from catalogue.rules import (
     PatternGroup,
     Probe,
@@ -77,20 +79,11 @@ class Catalogue:
         check_unique(self.rules)  # a classification names its rule by id
         self.version = version if version is not None else content_version(self.rules)
         by_key: dict[bytes, list[int]] = {}
-        by_status: dict[int, list[int]] = {}
-        by_exit: dict[int, list[int]] = {}
         for position, rule in enumerate(self.rules):
             for key in rule.keys:
                 by_key.setdefault(key.encode("ascii"), []).append(position)
-            if not rule.keys:
-                for status in rule.status:
-                    by_status.setdefault(status, []).append(position)
-                for exit_code in rule.exit_codes:
-                    by_exit.setdefault(exit_code, []).append(position)
         self._by_key = {k: tuple(v) for k, v in by_key.items()}
-        self._keys = frozenset(self._by_key)
-        self._by_status = {k: tuple(v) for k, v in by_status.items()}
-        self._by_exit = {k: tuple(v) for k, v in by_exit.items()}
+        self._prefilter = Prefilter(self.rules)
         # What each rule (and each way of matching none) puts in a classification, built
         # once: a low-confidence rule's match is unclassified for policy, and its id says
         # what the evidence looked like.
@@ -131,17 +124,10 @@ class Catalogue:
 
     # -- matching -------------------------------------------------------------------------
 
-    def _candidates(self, subject: Subject) -> list[Rule]:
-        by_key = self._by_key
-        # One C-level intersection finds the tokens any rule is keyed on, one union their
-        # rules' positions.
-        positions = set().union(*[by_key[t] for t in self._keys.intersection(subject.views.tokens)])
-        if subject.status is not None:
-            positions.update(self._by_status.get(subject.status, ()))
-        if subject.evidence.exit_code is not None:
-            positions.update(self._by_exit.get(subject.evidence.exit_code, ()))
-        rules = self.rules
-        return [rules[p] for p in sorted(positions)]
+    def _candidates(self, subject: Subject) -> Iterator[Rule]:
+        return self._prefilter.candidates(
+            subject.views.tokens, subject.status, subject.evidence.exit_code
+        )
 
     def matching(self, subject: Subject) -> Iterator[Rule]:
         """Every rule whose conditions hold, in rank order."""
