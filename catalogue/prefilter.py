@@ -10,9 +10,10 @@ pattern groups, behind their literal checks, decide.
 
 Rules are bits of one integer in rank order: the keyed rules are one OR per key token,
 and come out in the order they are tried with a few integer operations. A rule's gate is
-checked only when it is reached (one C-level `any` over its word sets), so a caller that
-stops at its first decisive rule checks none past it, and a rule set grown by rules whose
-keys never occur costs nothing per text but a larger key set to intersect.
+checked only when it is reached: one C-level `isdisjoint` with one word of each of its
+sets (the rarest), then one C-level `any` over the sets. A caller that stops at its first
+decisive rule checks none past it, and a rule set grown by rules whose keys never occur
+costs nothing per text but a larger key set to intersect.
 """
 
 from __future__ import annotations
@@ -43,6 +44,32 @@ def gate_of(rule: Rule) -> Gate:
     return tuple(sorted(dict.fromkeys(sets), key=lambda w: (len(w), sorted(w)))) or None
 
 
+# Words most error texts hold (English function words and the vocabulary of any error
+# report): a set is represented by one of them only when it has no other word.
+_COMMON = (
+    "a an and are as at be been by can could do does for from has have in is it its no "
+    "not of on or please the this that to try was were will with you your "
+    "again api code error errors failed http https message request status type"
+)
+COMMON_WORDS = frozenset(word.encode("ascii") for word in _COMMON.split())
+
+
+def _gate_words(gates: Sequence[Gate]) -> tuple[frozenset[bytes], ...]:
+    """Per gate, one word of each of its sets (a set the tokens hold has its word among
+    them, so a gate none of whose words is a token holds no set): the word fewest sets of
+    the catalogue hold, not a common word when the set has another."""
+    counts: dict[bytes, int] = {}
+    for gate in gates:
+        for words in gate or ():
+            for word in words:
+                counts[word] = counts.get(word, 0) + 1
+
+    def rarest(words: frozenset[bytes]) -> bytes:
+        return min(sorted(words), key=lambda w: (w in COMMON_WORDS, counts[w], -len(w)))
+
+    return tuple(frozenset(rarest(words) for words in gate or ()) for gate in gates)
+
+
 class Prefilter:
     """The candidate rules of a text, in rank order. Immutable once built."""
 
@@ -65,6 +92,7 @@ class Prefilter:
         self._status_bits = status_bits
         self._exit_bits = exit_bits
         self.gates: tuple[Gate, ...] = tuple(gate_of(rule) for rule in self.rules)
+        self._gate_words = _gate_words(self.gates)
 
     def keyed(self, tokens: AbstractSet[bytes]) -> int:
         """The rules one of whose keys is a token, as bits."""
@@ -84,11 +112,13 @@ class Prefilter:
             bits |= self._status_bits.get(status, 0)
         if exit_code is not None:
             bits |= self._exit_bits.get(exit_code, 0)
-        rules, gates, held = self.rules, self.gates, tokens.__ge__
+        rules, gates, gate_words, held = self.rules, self.gates, self._gate_words, tokens.__ge__
         while bits:
             low = bits & -bits
             bits ^= low
             position = low.bit_length() - 1
             gate = gates[position]
-            if gate is None or any(map(held, gate)):
+            if gate is None or (
+                not gate_words[position].isdisjoint(tokens) and any(map(held, gate))
+            ):
                 yield rules[position]
