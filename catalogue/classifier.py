@@ -10,14 +10,14 @@ wrapper rules.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import NamedTuple
 
-from catalogue.classification import Classification, trusted_classification
+from catalogue.classification import Classification, adopt_fields, field_template
 from catalogue.codes import (
     UNCLASSIFIED,
     Confidence,
@@ -87,9 +87,11 @@ class Catalogue:
         # What each rule (and each way of matching none) puts in a classification, built
         # once: a low-confidence rule's match is unclassified for policy, and its id says
         # what the evidence looked like.
-        self._heads = {rule.id: self._head_of(rule) for rule in self.rules}
+        # Each head is every field of the classification in field order (its template),
+        # so a result is one copy of it with the evidence's fields filled in.
+        self._heads = {rule.id: field_template(**self._head_of(rule)) for rule in self.rules}
         for rule_id in (NO_MATCH_RULE, PROSE_RULE):
-            self._heads[rule_id] = self._unclassified_head(rule_id)
+            self._heads[rule_id] = field_template(**self._unclassified_head(rule_id))
         # Rules whose classifications read timing hints: their code uses them, they do not
         # say no reset lifts the failure, and they are not weak evidence (unclassified).
         self._reads_timing = frozenset(
@@ -229,25 +231,20 @@ class Catalogue:
         return self._result(self._heads[rule_id], evidence, _NO_TIMING, combined)
 
     def _result(
-        self, head: Mapping[str, object], evidence: Evidence, timing: _Timing, combined: str
+        self, head: dict[str, object], evidence: Evidence, timing: _Timing, combined: str
     ) -> Classification:
         """`head` (what the rule decides) completed by the evidence's identity, the timing
         hint and the excerpt: the evidence's `combined` text sanitised, once per
         classification, here."""
-        retry_after_s, reset_at, source = timing
-        return trusted_classification(
-            {
-                **head,
-                "provider": evidence.provider,
-                "model": evidence.model,
-                "phase": evidence.phase,
-                "occurred_at": evidence.observed_at,
-                "retry_after_s": retry_after_s,
-                "reset_at": reset_at,
-                "hint_source": source,
-                "safe_excerpt": sanitize(combined),
-            }
-        )
+        fields = head.copy()
+        fields["provider"] = evidence.provider
+        fields["model"] = evidence.model
+        fields["phase"] = evidence.phase
+        fields["occurred_at"] = evidence.observed_at
+        if timing is not _NO_TIMING:
+            fields["retry_after_s"], fields["reset_at"], fields["hint_source"] = timing
+        fields["safe_excerpt"] = sanitize(combined)
+        return adopt_fields(fields)
 
 
 def _holds(rule: Rule, subject: Subject) -> bool:
