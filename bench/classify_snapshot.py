@@ -4,8 +4,8 @@ check that a speed change changes no result.
 Inputs: the development, held-out and blind corpora, the catalogue fixtures, the
 classification bench's worst-case inputs and its doubled rule set (docs/CONTRACTS.md,
 Benchmarks). Each line holds the input's name, `classify()` with and without a reference
-time (`model_dump` in JSON mode), the ids `explain()` saw match and `sanitize()` of the
-evidence's text. Write a snapshot before a change and compare after it:
+time (`model_dump` in JSON mode; the first also as its repr), the ids `explain()` saw match
+and `sanitize()` of the evidence's text. Write a snapshot before a change and compare after it:
 
     python bench/classify_snapshot.py write /tmp/before.jsonl
     python bench/classify_snapshot.py compare /tmp/before.jsonl
@@ -55,9 +55,11 @@ def named_inputs(base: Catalogue) -> Iterator[tuple[str, Evidence]]:
 def records(catalogue: Catalogue, label: str) -> Iterator[dict[str, Any]]:
     for name, evidence in named_inputs(default_catalogue()):
         explanation = catalogue.explain(evidence, NOW)
+        classified = catalogue.classify(evidence, NOW)
         yield {
             "input": f"{label}:{name}",
-            "classified": catalogue.classify(evidence, NOW).model_dump(mode="json"),
+            "classified": classified.model_dump(mode="json"),
+            "repr": repr(classified),
             "classified_without_now": catalogue.classify(evidence).model_dump(mode="json"),
             "explained": explanation.classification.model_dump(mode="json"),
             "matched": [rule.id for rule in explanation.matched],
