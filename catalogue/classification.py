@@ -39,6 +39,7 @@ class Classification(BaseModel):
 
 
 _FIELDS = tuple(Classification.model_fields)
+_ALL_FIELDS = set(_FIELDS)
 _set_attribute = object.__setattr__
 
 
@@ -51,9 +52,30 @@ def trusted_classification(values: dict[str, Any]) -> Classification:
     through `Classification(...)` or `model_validate`."""
     if len(values) != len(_FIELDS):
         raise TypeError(f"trusted_classification needs every field: {sorted(values)}")
+    return adopt_fields({name: values[name] for name in _FIELDS})
+
+
+def field_template(**values: Any) -> dict[str, Any]:
+    """Every field of a Classification, in field order: those given, the others at their
+    defaults. A copy of it, filled in, is what `adopt_fields` takes."""
+    unknown = set(values) - _ALL_FIELDS
+    if unknown:
+        raise TypeError(f"not fields of a classification: {sorted(unknown)}")
+    template = {}
+    for name, info in Classification.model_fields.items():
+        if name not in values and info.is_required():
+            raise TypeError(f"field_template needs the required field {name!r}")
+        template[name] = values.get(name, info.default)
+    return template
+
+
+def adopt_fields(fields: dict[str, Any]) -> Classification:
+    """The trusted Classification (see `trusted_classification`) whose fields are `fields`
+    itself, taken without a copy: a dict holding every field in field order (a filled copy
+    of `field_template`) that nothing else keeps."""
     built = Classification.__new__(Classification)
-    _set_attribute(built, "__dict__", {name: values[name] for name in _FIELDS})
-    _set_attribute(built, "__pydantic_fields_set__", set(_FIELDS))
+    _set_attribute(built, "__dict__", fields)
+    _set_attribute(built, "__pydantic_fields_set__", _ALL_FIELDS.copy())
     _set_attribute(built, "__pydantic_extra__", None)
     _set_attribute(built, "__pydantic_private__", None)
     return built

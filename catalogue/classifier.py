@@ -1,22 +1,23 @@
 """The deterministic classifier: evidence in, one Classification out.
 
-Candidate rules are found through an index (key word, HTTP status, exit code), so the
-cost of a classification grows with the evidence's length, not with the catalogue's size.
-Candidates are then tried in rank order; see `catalogue.rules` for the ordering and for
+Candidate rules are found by the prefilter (catalogue.prefilter: key words, HTTP status,
+exit code, then the words the rule's patterns require), so the cost of a classification
+grows with the evidence's length, not with the catalogue's size. Candidates are then
+tried in rank order; see `catalogue.rules` for the ordering and for
 wrapper rules.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import NamedTuple
 
-from catalogue.classification import Classification, trusted_classification
+from catalogue.classification import Classification, adopt_fields, field_template
 from catalogue.codes import (
     UNCLASSIFIED,
     Confidence,
@@ -25,6 +26,7 @@ from catalogue.codes import (
     code_info,
 )
 from catalogue.evidence import Evidence, EvidenceKind
+from catalogue.prefilter import Prefilter
 from catalogue.rules import (
     PatternGroup,
     Probe,
@@ -77,26 +79,19 @@ class Catalogue:
         check_unique(self.rules)  # a classification names its rule by id
         self.version = version if version is not None else content_version(self.rules)
         by_key: dict[bytes, list[int]] = {}
-        by_status: dict[int, list[int]] = {}
-        by_exit: dict[int, list[int]] = {}
         for position, rule in enumerate(self.rules):
             for key in rule.keys:
                 by_key.setdefault(key.encode("ascii"), []).append(position)
-            if not rule.keys:
-                for status in rule.status:
-                    by_status.setdefault(status, []).append(position)
-                for exit_code in rule.exit_codes:
-                    by_exit.setdefault(exit_code, []).append(position)
         self._by_key = {k: tuple(v) for k, v in by_key.items()}
-        self._keys = frozenset(self._by_key)
-        self._by_status = {k: tuple(v) for k, v in by_status.items()}
-        self._by_exit = {k: tuple(v) for k, v in by_exit.items()}
+        self._prefilter = Prefilter(self.rules)
         # What each rule (and each way of matching none) puts in a classification, built
         # once: a low-confidence rule's match is unclassified for policy, and its id says
         # what the evidence looked like.
-        self._heads = {rule.id: self._head_of(rule) for rule in self.rules}
+        # Each head is every field of the classification in field order (its template),
+        # so a result is one copy of it with the evidence's fields filled in.
+        self._heads = {rule.id: field_template(**self._head_of(rule)) for rule in self.rules}
         for rule_id in (NO_MATCH_RULE, PROSE_RULE):
-            self._heads[rule_id] = self._unclassified_head(rule_id)
+            self._heads[rule_id] = field_template(**self._unclassified_head(rule_id))
         # Rules whose classifications read timing hints: their code uses them, they do not
         # say no reset lifts the failure, and they are not weak evidence (unclassified).
         self._reads_timing = frozenset(
@@ -131,17 +126,10 @@ class Catalogue:
 
     # -- matching -------------------------------------------------------------------------
 
-    def _candidates(self, subject: Subject) -> list[Rule]:
-        by_key = self._by_key
-        # One C-level intersection finds the tokens any rule is keyed on, one union their
-        # rules' positions.
-        positions = set().union(*[by_key[t] for t in self._keys.intersection(subject.views.tokens)])
-        if subject.status is not None:
-            positions.update(self._by_status.get(subject.status, ()))
-        if subject.evidence.exit_code is not None:
-            positions.update(self._by_exit.get(subject.evidence.exit_code, ()))
-        rules = self.rules
-        return [rules[p] for p in sorted(positions)]
+    def _candidates(self, subject: Subject) -> Iterator[Rule]:
+        return self._prefilter.candidates(
+            subject.views.tokens, subject.status, subject.evidence.exit_code
+        )
 
     def matching(self, subject: Subject) -> Iterator[Rule]:
         """Every rule whose conditions hold, in rank order."""
@@ -243,25 +231,20 @@ class Catalogue:
         return self._result(self._heads[rule_id], evidence, _NO_TIMING, combined)
 
     def _result(
-        self, head: Mapping[str, object], evidence: Evidence, timing: _Timing, combined: str
+        self, head: dict[str, object], evidence: Evidence, timing: _Timing, combined: str
     ) -> Classification:
         """`head` (what the rule decides) completed by the evidence's identity, the timing
         hint and the excerpt: the evidence's `combined` text sanitised, once per
         classification, here."""
-        retry_after_s, reset_at, source = timing
-        return trusted_classification(
-            {
-                **head,
-                "provider": evidence.provider,
-                "model": evidence.model,
-                "phase": evidence.phase,
-                "occurred_at": evidence.observed_at,
-                "retry_after_s": retry_after_s,
-                "reset_at": reset_at,
-                "hint_source": source,
-                "safe_excerpt": sanitize(combined),
-            }
-        )
+        fields = head.copy()
+        fields["provider"] = evidence.provider
+        fields["model"] = evidence.model
+        fields["phase"] = evidence.phase
+        fields["occurred_at"] = evidence.observed_at
+        if timing is not _NO_TIMING:
+            fields["retry_after_s"], fields["reset_at"], fields["hint_source"] = timing
+        fields["safe_excerpt"] = sanitize(combined)
+        return adopt_fields(fields)
 
 
 def _holds(rule: Rule, subject: Subject) -> bool:

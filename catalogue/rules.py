@@ -23,6 +23,7 @@ from catalogue.codes import CATALOGUE_VERSION, CODES, Confidence, Scope, code_in
 from catalogue.errors import RecoveryError
 from catalogue.evidence import EvidenceKind
 from catalogue.literals import anchor_words, required_literals
+from catalogue.scan import scanning
 
 RULE_ID = re.compile(r"^[a-z0-9_\-]+(\.[a-z0-9_\-]+)*\.v[0-9]+$")
 KEY = re.compile(r"^[a-z0-9_]+$")
@@ -48,27 +49,29 @@ _DEFAULT_CONFIDENCE = {
 @dataclass(frozen=True, slots=True)
 class Probe:
     """A pattern, the literals one of which any match contains, and the words (tokens) one
-    of which any match contains: a set lookup, then a substring check, then the scan."""
+    of which any match contains: a set lookup, then a substring check, then the scan (with
+    `scan`, the pattern rewritten to search from a literal prefix: catalogue.scan)."""
 
     pattern: re.Pattern[str]
     literals: tuple[str, ...] | None
     anchors: frozenset[bytes] | None
+    scan: re.Pattern[str] = field(compare=False, hash=False, repr=False)
 
     @classmethod
     def of(cls, pattern: re.Pattern[str]) -> Probe:
         literals = required_literals(pattern)
         words = anchor_words(literals)
         anchors = None if words is None else frozenset(w.encode("ascii") for w in words)
-        return cls(pattern, literals, anchors)
+        return cls(pattern, literals, anchors, scanning(pattern))
 
     def possible(self, tokens: AbstractSet[bytes]) -> bool:
         return self.anchors is None or not self.anchors.isdisjoint(tokens)
 
     def found_in(self, text: str) -> bool:
         literals = self.literals
-        if literals is not None and not any(lit in text for lit in literals):
+        if literals is not None and not any(map(text.__contains__, literals)):
             return False
-        return self.pattern.search(text) is not None
+        return self.scan.search(text) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +84,7 @@ class PatternGroup:
 
 
 def _group(probes: Sequence[Probe]) -> PatternGroup:
-    alternation = re.compile("|".join(f"(?:{p.pattern.pattern})" for p in probes))
+    alternation = scanning(re.compile("|".join(f"(?:{p.pattern.pattern})" for p in probes)))
     return PatternGroup(alternation, tuple(probes))
 
 
@@ -341,7 +344,7 @@ def _anchor_union(probes: tuple[Probe, ...]) -> frozenset[bytes] | None:
 def _alternation(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
     if not patterns:
         return None
-    return re.compile("|".join(f"(?:{p.pattern})" for p in patterns))
+    return scanning(re.compile("|".join(f"(?:{p.pattern})" for p in patterns)))
 
 
 def _bounded_bytes(raw: Mapping[str, Any], where: str) -> int | None:

@@ -212,6 +212,7 @@ _NAMED: tuple[tuple[str, re.Pattern[str], Decide], ...] = (
     ("bearer", re.compile("bearer" + _BEARER_VALUE), _bearer),
     ("basic", re.compile("basic" + _BEARER_VALUE), _bearer),
 )
+_NAMES = tuple(dict.fromkeys(name for name, _, _ in _NAMED))
 
 
 def _escaped_invisible(match: re.Match[str], text: str, last: int) -> Edit | None:
@@ -298,7 +299,10 @@ def _redact(text: str) -> str:
 def _redact_named(text: str) -> str:
     """Header values, assignments and bearer tokens, found by their (lower-case) names."""
     low = _lower(text)
-    absent: set[str] = set()  # names (several patterns share one) not in `low` as it is
+    present = [name for name in _NAMES if name in low]
+    if not present:  # the commonest case: one substring test per name, no pattern run
+        return text
+    absent = set(_NAMES).difference(present)  # names (patterns share them) not in `low`
     for name, pattern, decide in _NAMED:
         if name in absent:
             continue

@@ -17,22 +17,15 @@ _SPACE_RUN = re.compile(r"\s+")
 _LINE_BREAK = re.compile(r"[ \t]*\r?\n[ \t]*")
 # A terminal wrap inside a word: a word character on both sides of the line break. Only
 # then can removing the break recover something the flat view does not already show.
-# Found from the line break (a literal: a fast scan), the character before it checked
-# after.
-_BREAK_THEN_WORD = re.compile(r"\n[ \t]*\w")
-_WORD_CHAR = re.compile(r"\w")
+# Found from the line break (a literal: a fast scan), the word character before it (and an
+# optional CR) checked by a look-behind after it, all in one C-level search.
+_MID_WORD_WRAP = re.compile(r"\n(?:(?<=\w\n)|(?<=\w\r\n))[ \t]*\w")
 
 
 def _wraps_mid_word(text: str) -> bool:
     """Whether `text` has a word character, an optional CR, a line break, optional spaces
     or tabs and a word character, in that order."""
-    for found in _BREAK_THEN_WORD.finditer(text):
-        before = found.start() - 1
-        if before >= 0 and text[before] == "\r":
-            before -= 1
-        if before >= 0 and _WORD_CHAR.match(text, before):
-            return True
-    return False
+    return _MID_WORD_WRAP.search(text) is not None
 
 
 # Tokens are maximal runs of ASCII letters, digits and underscores. Tokenising the UTF-8

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from catalogue import Classification, default_catalogue
-from catalogue.classification import trusted_classification
+from catalogue.classification import adopt_fields, field_template, trusted_classification
 from catalogue.corpus import dev_corpus, evidence_from_row
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -50,3 +50,22 @@ def test_every_field_must_be_given() -> None:
     del values["safe_excerpt"]
     with pytest.raises(TypeError, match="every field"):
         trusted_classification(values)
+
+
+def test_every_corpus_result_holds_its_fields_in_field_order() -> None:
+    for result in _corpus_results():
+        assert list(result.__dict__) == list(Classification.model_fields)
+
+
+def test_a_filled_template_is_adopted_as_the_trusted_result_of_the_same_values() -> None:
+    values = dict(_corpus_results()[0])
+    fields = field_template(**values)
+    assert adopt_fields(dict(fields)) == trusted_classification(values)
+    assert list(fields) == list(Classification.model_fields)
+
+
+def test_a_template_names_a_missing_required_field_and_refuses_unknown_ones() -> None:
+    with pytest.raises(TypeError, match="code"):
+        field_template(rule="x.v1")
+    with pytest.raises(TypeError, match="colour"):
+        field_template(colour="red")
