@@ -113,3 +113,20 @@ def test_any_text_gets_one_answer_per_line_and_no_traceback(command: str, lines:
     assert refused <= set(numbered)
     if command != "acp-replay":  # a replay answers events, not lines
         assert len(found) == len(numbered)
+
+
+def test_bytes_that_are_not_utf8_are_that_lines_error_through_the_real_command() -> None:
+    import subprocess
+    import sys
+
+    good = GOOD.encode()
+    stdin = b"\xff\xfe{}\n" + good + b"\n\x00\x01\n\xed\xa0\x80\n" + good + b"\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "actors.cli", "classify"], input=stdin, capture_output=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr
+    found = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [answer.get("line") for answer in found] == [1, None, 3, 4, None]
+    assert [answer.get("code") for answer in found][1::3] == ["provider_overloaded"] * 2
