@@ -45,7 +45,7 @@ slot plus timer and queue delays, so a late one can fall in the next second);
 `ours_max_dispatches_per_s` = the most of our sends started in any one second (a sliding
 window, not only whole seconds) after the expiry, against `wave_budget`. From the
 runtime's events stream (bench/stampede_timeline.py): `planned_slots_per_s` = the wave
-slots the release gave, per second after the close; `slot_to_fire_*` = a released
+slots the release gave, per second after the close; `release_fire_*` = a released
 route's timer lateness; `fire_to_send_*` = from its move to `retrying` to its send's
 start (the host's enqueue, then the wait for a worker). Prints one JSON line.
 """
