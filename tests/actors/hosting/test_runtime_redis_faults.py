@@ -178,7 +178,7 @@ def test_a_call_while_redis_is_stopped_raises_and_arms_nothing(tmp_path: Path) -
     try:
         runtime.start()
         route = runtime.route(R)
-        asyncio.run(started(route, interval_s=1))
+        asyncio.run(started(route, interval_s=30))  # its timer must still be pending when counted
         server.stop()
 
         with pytest.raises(StoreUnavailableError) as raised:
