@@ -8,14 +8,14 @@ timeout pass: a dispatch whose outcome nobody can know.
 
 from __future__ import annotations
 
-import time
-from typing import Final
+from typing import Any, Final
+
+import redis
 
 from actors.jobs.dispatcher import ReplayIdentity
 from tests.actors.fake_dispatcher import record_call
 
 HOLD_TIMEOUT_S: Final = 60
-POLL_S: Final = 0.05
 
 
 def release_key(prefix: str) -> str:
@@ -31,7 +31,7 @@ def hold(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.md, Routes
     replay: ReplayIdentity,
 ) -> None:
     job = record_call(route_id, generation, ordinal, candidate, reason, replay)
-    job.connection.blpop([release_key(str(job.args[0]))], timeout=HOLD_TIMEOUT_S)
+    wait_released(job)
 
 
 def hold_the_hung(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.md, Routes)
@@ -43,13 +43,24 @@ def hold_the_hung(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.m
     replay: ReplayIdentity,
 ) -> None:
     """Hung for a route whose id starts with `hung`, until the test pushes to the release
-    list or HOLD_TIMEOUT_S passes (polling: a blocking pop would end early at the worker
-    connection's socket timeout, and a hung dispatcher does not); any other route is
-    delivered at once. Every call is recorded: one installation's dispatcher, hung for one
-    route only."""
+    list or HOLD_TIMEOUT_S passes; any other route is delivered at once. Every call is
+    recorded: one installation's dispatcher, hung for one route only."""
     job = record_call(route_id, generation, ordinal, candidate, reason, replay)
-    if not route_id.startswith("hung"):
-        return
-    until = time.monotonic() + HOLD_TIMEOUT_S
-    while time.monotonic() < until and not job.connection.exists(release_key(str(job.args[0]))):
-        time.sleep(POLL_S)
+    if route_id.startswith("hung"):
+        wait_released(job)
+
+
+def wait_released(job: Any) -> None:
+    """Block until the test pushes to the release list (or HOLD_TIMEOUT_S passes), on a
+    connection of its own: the worker connection's socket timeout would end the pop early,
+    and a hung dispatcher does not end early. The push is put back for any other held call."""
+    pool = job.connection.connection_pool
+    options = {**pool.connection_kwargs, "socket_timeout": None}
+    client = redis.Redis(connection_pool=redis.ConnectionPool(pool.connection_class, **options))
+    key = release_key(str(job.args[0]))
+    try:
+        popped = client.blpop([key], timeout=HOLD_TIMEOUT_S)
+        if popped is not None:
+            client.lpush(key, popped[1])
+    finally:
+        client.close()

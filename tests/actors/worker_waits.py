@@ -17,6 +17,7 @@ from actors.keys import KeySpace
 from actors.routes.commands import RouteSettings
 from actors.store.route_store import RouteStore
 from policy import Outcome
+from tests.actors.redis_waits import wait_until
 from tests.actors.route_scenarios import candidate, overloaded, profile, retries, safe_turn
 
 POLL_S = 0.02
@@ -66,3 +67,15 @@ def wait_for(condition: Callable[[], bool], timeout_s: float) -> float:
             pass
         time.sleep(POLL_S)
     raise TimeoutError(f"not met within {timeout_s} s")
+
+
+def wait_on_redis(condition: Callable[[], bool], timeout_s: float, url: str) -> float:
+    """`condition()` re-checked each time a key changes in the Redis at `url` (wait_until
+    of tests/actors/redis_waits.py, for a condition over Redis that needs no outage
+    survived); the moment it held (time.monotonic). TimeoutError after `timeout_s`."""
+
+    async def holds() -> bool:
+        return condition()
+
+    asyncio.run(wait_until(holds, timeout_s, redis_url=url))
+    return time.monotonic()

@@ -31,6 +31,8 @@ async def run_scenarios(
         async with FaultOrchestrator(runtime, url, provider.began) as orchestrator:
 
             async def request(name: str, n: int, at: float, account: str, fallback: str) -> Served:
+                # the request's arrival time is the scenario's input (one every 4 s):
+                # nothing could say it has come but the clock
                 await asyncio.sleep(max(0.0, at - orchestrator.now()))
                 route_id = f"{name}-{run}-{n}"
                 serving = orchestrator.serve(route_id, issue_profile(account, fallback))

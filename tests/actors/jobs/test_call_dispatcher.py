@@ -33,7 +33,7 @@ def test_an_awaitable_still_pending_at_the_timeout_is_cancelled() -> None:
 
     async def forever() -> None:
         try:
-            await asyncio.sleep(GUARD_S)
+            await asyncio.Event().wait()  # never set: pending until cancelled
         except asyncio.CancelledError:
             cancelled.set()
             raise

@@ -34,7 +34,7 @@ from actors.keys import AttemptFence, KeySpace
 from actors.store.sync_reads import read_route
 from tests.actors.blocking_dispatcher import release_key
 from tests.actors.conftest import _delete_prefix, unique_keys
-from tests.actors.worker_waits import wait_for, waiting_route, workers_ready
+from tests.actors.worker_waits import wait_on_redis, waiting_route, workers_ready
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,7 @@ def started_pool(url: str, settings: EngineSettings) -> WorkerPool:
     pool = WorkerPool(url, queue, count=1, name_prefix=f"{settings.key_prefix}-w", env=env)
     pool.start()
     assert wait_registered(url, [w.name for w in pool.workers], GUARD_S)
-    wait_for(lambda: workers_ready(url, pool, backstop_queue_name(queue)), GUARD_S)
+    wait_on_redis(lambda: workers_ready(url, pool, backstop_queue_name(queue)), GUARD_S, url)
     return pool
 
 
@@ -92,7 +92,9 @@ def test_a_hung_dispatch_times_out_to_action_required_while_ten_due_routes_fire_
         armer = BackstopArmer(lambda: connection, queue, keys, HOST, HOLD, clock=SystemClock())
         armer.arm(deadlines)
         hung = AttemptFence("hung-1", 1, 1)
-        wait_for(lambda: ledger.read(hung).state == "started", GUARD_S)  # it hangs now
+        wait_on_redis(
+            lambda: ledger.read(hung).state == "started", GUARD_S, redis_url
+        )  # it hangs now
 
         fired_at: dict[str, float] = {}
 
@@ -105,11 +107,17 @@ def test_a_hung_dispatch_times_out_to_action_required_while_ten_due_routes_fire_
                     fired_at[route] = time.time()
             return len(fired_at) == HEALTHY
 
-        wait_for(all_fired, GUARD_S)
+        wait_on_redis(all_fired, GUARD_S, redis_url)
         hung_meanwhile = ledger.read(hung).state
-        wait_for(lambda: read_route(connection, keys, "hung-1").state == "action_required", GUARD_S)
+        wait_on_redis(
+            lambda: read_route(connection, keys, "hung-1").state == "action_required",
+            GUARD_S,
+            redis_url,
+        )
         fences = [AttemptFence(route, 1, 1) for route in healthy]
-        wait_for(lambda: all(ledger.read(f).state == "finished" for f in fences), GUARD_S)
+        wait_on_redis(
+            lambda: all(ledger.read(f).state == "finished" for f in fences), GUARD_S, redis_url
+        )
         entries = [ledger.read(fence) for fence in fences]
         hung_entry, hung_route = ledger.read(hung), read_route(connection, keys, "hung-1")
     finally:

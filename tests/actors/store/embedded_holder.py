@@ -1,21 +1,19 @@
 """A process that owns (or reattaches to) an embedded Redis, for the data folder's lock
 tests: `python -m tests.actors.store.embedded_holder FOLDER` starts EmbeddedRedis(FOLDER),
 writes its own pid under `holder:<pid>` through it, prints one JSON line (`url`, `owner`,
-`server_pid`) and sleeps until it is killed. An error is printed as `{"error": ...}`."""
+`server_pid`) and holds on until the test closes its stdin or kills it. An error is
+printed as `{"error": ...}`."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import redis
 
 from actors.store.embedded import EmbeddedRedis
-
-SLEEP_S = 600
 
 
 def main(folder: str) -> None:
@@ -31,7 +29,7 @@ def main(folder: str) -> None:
     owner = getattr(server, "owner", None)  # getattr: the same script runs before the fix
     server_pid = getattr(server, "pid", None)
     print(json.dumps({"url": url, "owner": owner, "server_pid": server_pid}), flush=True)
-    time.sleep(SLEEP_S)
+    sys.stdin.read()  # held until the test closes its end (or kills this process)
 
 
 if __name__ == "__main__":

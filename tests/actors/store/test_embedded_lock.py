@@ -71,7 +71,7 @@ class Holders:
     def start(self, folder: Path) -> subprocess.Popen[str]:
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.actors.store.embedded_holder", str(folder)],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         self.processes.append(process)
         return process
@@ -81,8 +81,9 @@ class Holders:
             with suppress(ProcessLookupError):
                 process.kill()
             process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
+            for pipe in (process.stdin, process.stdout):
+                if pipe is not None:
+                    pipe.close()
 
 
 @pytest.fixture
