@@ -161,6 +161,8 @@ def record_failure(
         at=now, route_id=route_id, code=failure.code, reset_at=reset, model=model, opens=opens,
         min_models=min_models,
     )  # fmt: skip
+    if mark in state.recent_failures:
+        return state  # the same report delivered again (a retried delivery) counts once
     return _count_transient(state, mark, settings, seed, min_models)
 
 

@@ -133,6 +133,8 @@ class BatchRunner:
         self._on_applied = on_applied
         self._on_quarantined = on_quarantined
         self.circuits = circuits
+        if circuits is not None:  # a redelivered probe success releases through here too
+            circuits.release_runner = self.release
 
     async def run(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(items)
@@ -151,30 +153,40 @@ class BatchRunner:
             releases += released
             for index, result in zip(indexes, results, strict=True):
                 outcomes[index] = result
-        await self._release(releases)
+        await self.release(releases)
         return [outcome for outcome in outcomes if outcome is not None]
 
-    async def _release(self, releases: Sequence[Release]) -> None:
+    async def release(self, releases: Sequence[Release]) -> list[RouteSnapshot]:
         """A probe success closed circuits: their parked routes get their wave slots, as
         commands of their own batch (their locks, their fences), once the round that closed
-        them holds no lock any more."""
-        if self.circuits is None:
-            return
+        them holds no lock any more. The routes given their slot; a release that cannot be
+        planned is logged (its parked routes re-check their circuit at their deadlines)."""
+        given: list[RouteSnapshot] = []
         for release in releases:
             try:
-                commands = await self.circuits.release_commands(release)
-            except RecoveryError as error:  # a parked route re-checks its circuit anyway
+                given += await self.release_one(release)
+            except RecoveryError as error:
                 log.warning("release of circuit %s not planned: %s", release[0], error_text(error))
-                continue
-            for start in range(0, len(commands), RELEASE_BATCH):
-                chunk = commands[start : start + RELEASE_BATCH]
-                outcomes = await self.run(chunk)
-                moved = [  # the routes given their slot (not those that had moved on)
-                    outcome
-                    for outcome, (_, command) in zip(outcomes, chunk, strict=True)
-                    if isinstance(outcome, RouteSnapshot) and outcome.deadline == command.at
-                ]
-                self.circuits.released(moved)
+        return given
+
+    async def release_one(self, release: Release) -> list[RouteSnapshot]:
+        """One release (see `release`); raises a RecoveryError when its routes cannot be
+        read, so that its sender can send it again."""
+        if self.circuits is None:
+            return []
+        given: list[RouteSnapshot] = []
+        commands = await self.circuits.release_commands(release)
+        for start in range(0, len(commands), RELEASE_BATCH):
+            chunk = commands[start : start + RELEASE_BATCH]
+            outcomes = await self.run(chunk)
+            moved = [  # the routes given their slot (not those that had moved on)
+                outcome
+                for outcome, (_, command) in zip(outcomes, chunk, strict=True)
+                if isinstance(outcome, RouteSnapshot) and outcome.deadline == command.at
+            ]
+            self.circuits.released(moved)
+            given += moved
+        return given
 
     async def _run_round(
         self, items: Sequence[tuple[str, RouteCommand]]

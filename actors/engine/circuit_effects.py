@@ -15,20 +15,27 @@ that comes before any closed one: an expired circuit is probed by the next route
 could use it, not only by a route already parked on it. Both go into the CircuitBoard the
 round plans with; planning stays pure.
 
-After the round's transitions are applied (`settle`), in this order:
+After the round's transitions are applied (`settle`), they become ONE CircuitRound
+(actors/engine/circuit_round.py) sent to the circuits' owner (`port`): a circuit host when
+route hosts run under Ray (actors/hosting/circuit_client.py: one Ray call per circuit host
+per round), else this process (LocalCircuits). The owner applies it in this order:
 1. probe verdicts: a route that held a probe lease and whose transition ended it reports
-   it (success closes the circuit and returns its release plan; failure reopens it with
-   the next backoff; no verdict - a stop, close, skip, or a failure that says nothing
-   about the resource - abandons it); a lease the round took for an attempt whose
-   transition did not apply is abandoned;
+   it (success closes the circuit and plans its release; failure reopens it with the next
+   backoff; no verdict - a stop, close, skip, or a failure that says nothing about the
+   resource - abandons it); a lease the round took for an attempt whose transition did
+   not apply is abandoned;
 2. the round's failures, per circuit, as ONE compare-and-set (`record_failures`),
-   skipped when the pure machine says they change nothing (an open circuit);
-3. parking: the routes left waiting on a circuit join its parked set (one script per
+   skipped here when the pure machine says they change nothing (an open circuit);
+3. parking: the routes newly waiting on a circuit join its parked set (one script per
    circuit); routes that left their wait leave it (one pipeline);
-4. release: after a probe success, the release plan is handed back to the batch runner,
-   which gives each parked route its wave slot as its deadline with a ReleaseParked
-   command of its own batch (their locks, their fences) once the round holds no lock;
-   `on_released` then sees them (a route host arms their timers).
+4. release: a circuit host tells each parked route's own route host to give its routes
+   their wave slots; a local owner hands the plan back to the batch runner, which gives
+   each parked route its slot as its deadline with a ReleaseParked command of its own
+   batch (their locks, their fences) once the round holds no lock; `on_released` then
+   sees them (a route host arms their timers).
+What the owner could not write comes back and is sent again in the background
+(actors/engine/redelivery.py), never only logged; it is never an item's error: the route
+transitions it follows are already durable.
 
 Crash windows (the process dies between the route write and these effects): a failure
 not counted leaves the circuit under-counted (the next reports count); a parked route
@@ -36,21 +43,30 @@ whose park entry is missing still re-checks the circuit at its deadline, and if 
 circuit closed meanwhile it takes a hashed slot in the waves (actors/routes/circuit_board.py)
 rather than dispatching with every other route; a stale park entry is harmless (its
 release transition finds the route moved on and writes nothing); an unreported probe
-lease expires after its TTL and exactly one caller takes the next one; a release plan
-lost after the close is covered the same way as a missing park entry. Releases are
-idempotent: they are fenced route transitions. A Redis error here is logged, never an
-item's error: the route transitions it follows are already durable.
+lease expires after its TTL and exactly one caller takes the next one; a circuit host
+that restarts releases again what its closed circuits still hold parked. Releases are
+idempotent: they are fenced route transitions.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any
 
 from actors.engine.circuit_probes import take_probes
-from actors.errors import CorruptProfileError, RecoveryError, error_text
+from actors.engine.circuit_round import (
+    CircuitObserver,
+    CircuitPort,
+    CircuitRound,
+    Failures,
+    LocalCircuits,
+    Parking,
+    Release,
+    Verdict,
+)
+from actors.engine.redelivery import Redelivery
+from actors.errors import CorruptProfileError
 from actors.routes.circuit_board import (
     CircuitBinding,
     CircuitBoard,
@@ -77,28 +93,13 @@ from actors.routes.models import WAITING_STATES, RouteSnapshot
 from actors.routes.profiles import RouteProfile, profile_from_json
 from actors.store.circuit_store import CircuitStore
 from actors.store.route_store import RouteStore
-from circuits import (
-    CircuitStatus,
-    ReleasePlan,
-    ResourceKey,
-)
+from circuits import ResourceKey
 
-log = logging.getLogger(__name__)
+__all__ = ["CircuitEffects", "CircuitObserver", "Release"]
 
 Outcome = RouteSnapshot | Exception
 Items = Sequence[tuple[str, RouteCommand]]
-Release = tuple[str, ReleasePlan]
-"""A closed circuit's resource id and the release plan of its parked routes."""
 _Choosable = dict[tuple[int, frozenset[str]], tuple[RouteProfile, dict[str, ResourceKey]]]
-
-
-class CircuitObserver(Protocol):
-    """What metrics see (actors/hosting/metrics.py CircuitMetrics)."""
-
-    def probe(self, outcome: str) -> None: ...
-    def state_change(self, status: str) -> None: ...
-    def parked(self, label: str, count: int) -> None: ...
-    def released(self, count: int) -> None: ...
 
 
 class CircuitEffects:
@@ -108,14 +109,32 @@ class CircuitEffects:
         routes: RouteStore,
         binding: CircuitBinding,
         *,
+        port: CircuitPort | None = None,
         observer: CircuitObserver | None = None,
         on_released: Callable[[Sequence[RouteSnapshot]], None] | None = None,
     ) -> None:
+        """Effects reading `circuits` and writing through `port`, the circuits' owner
+        (None: this process, straight to `circuits`, with `observer` seeing the writes)."""
         self.circuits = circuits
         self.routes = routes
         self.binding = binding
         self.observer = observer
+        self.port: CircuitPort = port or LocalCircuits(circuits, observer)
         self.on_released = on_released
+        self.release_runner: Callable[[Sequence[Release]], Awaitable[Any]] | None = None
+        self._redelivery: Redelivery | None = None
+
+    @property
+    def redelivery(self) -> Redelivery:
+        """The resender of this process's undelivered circuit writes (made on first use,
+        on the running loop)."""
+        if self._redelivery is None:
+            self._redelivery = Redelivery(self.port, on_releases=self._run_releases)
+        return self._redelivery
+
+    async def _run_releases(self, releases: Sequence[Release]) -> None:
+        if self.release_runner is not None:
+            await self.release_runner(releases)
 
     # -- before planning --------------------------------------------------------------
 
@@ -127,6 +146,8 @@ class CircuitEffects:
         wanted: dict[str, ResourceKey] = {}
         choosing: _Choosable = {}
         for (_, command), snapshot in zip(items, snapshots, strict=True):
+            if isinstance(command, ReleaseParked):
+                continue  # a wave slot for a parked route: planned without the circuits
             meets = isinstance(
                 command, ReportFailure | ReportSuccess | FireDue | RetryNow | ReturnUnsent
             )
@@ -137,7 +158,7 @@ class CircuitEffects:
             wanted.update(self._choosable(command, snapshot, choosing))
         views = await self.circuits.views(list(wanted.values())) if wanted else []
         board = CircuitBoard(self.binding, views)
-        await take_probes(self.circuits, board, items, snapshots, now, self._observe_probe)
+        await take_probes(self.port, board, items, snapshots, now, self.binding.probe_ttl_s)
         return board
 
     def _choosable(
@@ -169,8 +190,7 @@ class CircuitEffects:
     async def abandon_unsent(self, snapshot: RouteSnapshot, now: datetime) -> None:
         """The route's attempt held its circuit's probe lease and was never sent: end the
         lease now, before the attempt is re-planned, so the next caller can probe (else it
-        would wait out the TTL with no probe running). A Redis error is logged: the lease
-        still ends at its TTL."""
+        would wait out the TTL with no probe running). Sent again when undelivered."""
         if snapshot.probe_token is None or snapshot.circuit is None:
             return
         key = candidate_key(snapshot, self.binding)
@@ -178,14 +198,7 @@ class CircuitEffects:
         resource = resources.get(snapshot.circuit)
         if resource is None:
             return
-        try:
-            await self.circuits.abandon_probe(resource, snapshot.probe_token, now)
-        except RecoveryError as error:
-            log.warning(
-                "probe lease of route %s not abandoned: %s", snapshot.route_id, error_text(error)
-            )
-            return
-        self._observe_probe("abandoned")
+        await self.deliver(CircuitRound(now, (Verdict(resource, snapshot.probe_token, None),)))
 
     # -- after the transitions are durable --------------------------------------------
 
@@ -197,9 +210,11 @@ class CircuitEffects:
         outcomes: Sequence[Outcome],
         context: RouteContext,
     ) -> list[Release]:
-        """Write the round's circuit side effects (module docstring); never raises. The
-        releases its probe successes planned, for the batch runner to apply once the
-        round's route locks are free (a released route may be one of the round's)."""
+        """Write the round's circuit side effects (module docstring) as one CircuitRound
+        to the circuits' owner; never raises. What could not be delivered is sent again
+        in the background. The releases its probe successes planned when this process
+        is the releaser, for the batch runner to apply once the round's route locks are
+        free (a released route may be one of the round's)."""
         route_ids = [route_id for route_id, _ in items]
         after = {
             route_id: outcome
@@ -211,76 +226,55 @@ class CircuitEffects:
             for route_id, command in items
             if isinstance(command, SettleDispatch) and command.keep_probe_lease
         }
-        releases: list[Release] = []
-        try:
-            releases = await self._report_probes(board, before, after, context, kept)
-        except RecoveryError as error:  # the route transitions are durable already
-            log.warning("probe verdicts of a route round not written: %s", error_text(error))
-        for effect in (
-            self._record(board, after, context.now),
-            self._park(board, before, after, context.now),
-        ):
-            try:
-                await effect
-            except RecoveryError as error:
-                log.warning(
-                    "circuit side effects of a route round not written: %s", error_text(error)
-                )
-        return releases
+        round_ = CircuitRound(
+            context.now,
+            verdicts=tuple(self._verdicts(board, before, after, kept)),
+            failures=tuple(self._failures(board, after, context.now)),
+            **self._parking(board, before, after),
+        )
+        return await self.deliver(round_)
 
-    async def _report_probes(
+    async def deliver(self, round_: CircuitRound) -> list[Release]:
+        """Send `round_` to the circuits' owner; its undelivered rest is sent again."""
+        if not round_:
+            return []
+        applied = await self.port.apply(round_)
+        if applied.undelivered is not None:
+            self.redelivery.add(applied.undelivered)
+        return list(applied.releases)
+
+    def _verdicts(
         self,
         board: CircuitBoard,
         before: Sequence[RouteSnapshot],
         after: dict[str, RouteSnapshot],
-        context: RouteContext,
         kept: set[str],
-    ) -> list[Release]:
-        """Each probe the round ended reports its verdict (or gives its lease up), but
-        those in `kept`, whose lease runs to its TTL; the releases of the closes."""
-        releases: list[Release] = []
+    ) -> list[Verdict]:
+        """Each probe the round ended gives its verdict (or its lease up), but those in
+        `kept`, whose lease runs to its TTL; and every lease the round took for an
+        attempt whose transition did not keep it is given up."""
+        verdicts: list[Verdict] = []
         for old in before:
             new = after.get(old.route_id)
             if old.probe_token is None or old.circuit is None or new is None:
                 continue
-            if old.route_id in kept:
-                continue
-            if new.probe_token == old.probe_token:
+            if old.route_id in kept or new.probe_token == old.probe_token:
                 continue
             resource = board.resource(old.circuit)
             if resource is not None:
-                release = await self._report(board, old, resource, context)
-                if release is not None:
-                    releases.append((resource.resource_id, release))
+                verdict, reset = board.verdicts.get(old.route_id, (None, None))
+                verdicts.append(Verdict(resource, old.probe_token, verdict, reset))
         for route_id, (circuit, grant) in board.grants.items():
             taken = after.get(route_id)
             resource = board.resource(circuit)
             if resource is not None and (taken is None or taken.probe_token != grant.owner_token):
-                await self.circuits.abandon_probe(resource, grant.owner_token, context.now)
-                self._observe_probe("abandoned")
-        return releases
+                verdicts.append(Verdict(resource, grant.owner_token, None))
+        return verdicts
 
-    async def _report(
-        self, board: CircuitBoard, old: RouteSnapshot, resource: ResourceKey, context: RouteContext
-    ) -> ReleasePlan | None:
-        assert old.probe_token is not None  # checked by the caller
-        verdict, reset = board.verdicts.get(old.route_id, (None, None))
-        now = context.now
-        if verdict is None:
-            await self.circuits.abandon_probe(resource, old.probe_token, now)
-            self._observe_probe("abandoned")
-            return None
-        outcome = await self.circuits.report_probe(
-            resource, old.probe_token, verdict, now, reset_at=reset
-        )
-        self._observe_probe("succeeded" if verdict else "failed")
-        if outcome.accepted:
-            self._observe_change(outcome.view.status)
-        return outcome.release
-
-    async def _record(
+    def _failures(
         self, board: CircuitBoard, after: dict[str, RouteSnapshot], now: datetime
-    ) -> None:
+    ) -> list[Failures]:
+        found: list[Failures] = []
         for resource_id, noted in board.failures.items():
             counted = [entry for entry in noted if entry.route_id in after]
             view = board.read.get(resource_id)
@@ -291,42 +285,44 @@ class CircuitEffects:
                 folded = fold(folded, entry, now, self.binding.settings, resource_id)
             if folded == view.state:
                 continue  # already open (or nothing counts): no write on a hot circuit
-            written = await self.circuits.record_failures(
-                view.resource,
-                [(entry.failure, entry.route_id) for entry in counted],
-                now,
-                models=[(entry.model, entry.min_models) for entry in counted],
+            found.append(
+                Failures(
+                    view.resource,
+                    tuple((entry.failure, entry.route_id) for entry in counted),
+                    tuple((entry.model, entry.min_models) for entry in counted),
+                    view.status,
+                )
             )
-            if written.status is not view.status:
-                self._observe_change(written.status)
+        return found
 
-    async def _park(
+    def _parking(
         self,
         board: CircuitBoard,
         before: Sequence[RouteSnapshot],
         after: dict[str, RouteSnapshot],
-        now: datetime,
-    ) -> None:
+    ) -> dict[str, Any]:
+        """The routes that now wait on a circuit they did not wait on (a route already
+        parked there, released or re-parked, is in its set already), and those that left."""
         parking: dict[str, list[str]] = {}
         leaving: list[tuple[ResourceKey, str]] = []
         for old in before:
             new = after.get(old.route_id)
             if new is None:
                 continue
-            if new.state in WAITING_STATES and new.circuit is not None:
-                parking.setdefault(new.circuit, []).append(new.route_id)
             was_parked = old.state in WAITING_STATES and old.circuit is not None
-            still = new.state in WAITING_STATES and new.circuit == old.circuit
+            parked = new.state in WAITING_STATES and new.circuit is not None
+            still = parked and was_parked and new.circuit == old.circuit
+            if parked and not still and new.circuit is not None:
+                parking.setdefault(new.circuit, []).append(new.route_id)
             resource = None if old.circuit is None else board.resource(old.circuit)
             if was_parked and not still and resource is not None:
                 leaving.append((resource, old.route_id))
-        for circuit, route_ids in parking.items():
-            resource = board.resource(circuit)
-            if resource is not None:
-                parked = await self.circuits.park_many(resource, route_ids, now)
-                if self.observer is not None:
-                    self.observer.parked(resource.label, parked.parked_count)
-        await self.circuits.unpark_many(leaving)
+        parks = [
+            Parking(resource, tuple(route_ids))
+            for circuit, route_ids in parking.items()
+            if (resource := board.resource(circuit)) is not None
+        ]
+        return {"parks": tuple(parks), "unparks": tuple(leaving)}
 
     async def release_commands(self, release: Release) -> list[tuple[str, ReleaseParked]]:
         """A release plan as route commands: each parked route gets its wave slot as its
@@ -349,11 +345,3 @@ class CircuitEffects:
             self.observer.released(len(snapshots))
         if self.on_released is not None and snapshots:
             self.on_released(snapshots)
-
-    def _observe_probe(self, outcome: str) -> None:
-        if self.observer is not None:
-            self.observer.probe(outcome)
-
-    def _observe_change(self, status: CircuitStatus) -> None:
-        if self.observer is not None:
-            self.observer.state_change(status.value)

@@ -15,9 +15,10 @@ Grants and denials go into the CircuitBoard the round plans with; planning stays
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
+from actors.engine.circuit_round import CircuitPort
 from actors.errors import CorruptProfileError
 from actors.routes.circuit_board import CircuitBoard, profile_candidate_key
 from actors.routes.commands import RouteCommand, Start, StartFresh
@@ -25,22 +26,22 @@ from actors.routes.eligibility import ordered
 from actors.routes.models import RouteSnapshot
 from actors.routes.parking import would_dispatch_now
 from actors.routes.profiles import profile_from_json
-from actors.store.circuit_store import CircuitStore
 from circuits import DenialReason, ProbeDenied, ProbeGrant, machine
 
 Items = Sequence[tuple[str, RouteCommand]]
 
 
 async def take_probes(  # noqa: PLR0917 - the round, spelled out
-    circuits: CircuitStore,
+    circuits: CircuitPort,
     board: CircuitBoard,
     items: Items,
     snapshots: Sequence[RouteSnapshot],
     now: datetime,
-    observe: Callable[[str], None],
+    ttl_s: float,
 ) -> None:
-    """Take the round's probe leases into `board` (module docstring)."""
-    taker = _Taker(circuits, board, now, observe)
+    """Take the round's probe leases into `board` (module docstring) from the circuits'
+    owner, each lease for `ttl_s`."""
+    taker = _Taker(circuits, board, now, ttl_s)
     for (route_id, command), snapshot in zip(items, snapshots, strict=True):
         holder = f"{route_id}:{snapshot.generation}:{snapshot.attempt_ordinal}"
         if isinstance(command, Start | StartFresh):
@@ -57,16 +58,12 @@ class _Taker:
     """One round's lease requests: at most one per circuit."""
 
     def __init__(
-        self,
-        circuits: CircuitStore,
-        board: CircuitBoard,
-        now: datetime,
-        observe: Callable[[str], None],
+        self, circuits: CircuitPort, board: CircuitBoard, now: datetime, ttl_s: float
     ) -> None:
         self.circuits = circuits
         self.board = board
         self.now = now
-        self.observe = observe
+        self.ttl_s = ttl_s
         self.asked: set[str] = set()
 
     async def for_start(
@@ -97,9 +94,7 @@ class _Taker:
         if not machine.probe_due(state, now):
             return False
         self.asked.add(circuit)
-        ttl = board.binding.probe_ttl_s
-        result = await self.circuits.acquire_probe(resource, holder, now, ttl)
-        self.observe("granted" if isinstance(result, ProbeGrant) else "denied")
+        result = await self.circuits.acquire_probe(resource, holder, now, self.ttl_s)
         if isinstance(result, ProbeGrant):
             board.grants[route_id] = (circuit, result)
             board.denials[circuit] = ProbeDenied(

@@ -13,6 +13,8 @@ variable counts as unset. Every setting, with its TOML key and environment varia
     ray_host        RECOVERY_RAY_HOST          127.0.0.1: the interface a local Ray's
                                                node and dashboard bind to
     hosts           RECOVERY_HOSTS             2 route host actors
+    circuit_hosts   RECOVERY_CIRCUIT_HOSTS     1 circuit host actor (0 to 16; 0: the
+                                               route hosts write circuits themselves)
     dispatcher      RECOVERY_DISPATCHER        none: no dispatch ("module:callable")
     workers         RECOVERY_WORKERS           1 rq worker process (with a dispatcher;
                                                0: none here, `recovery workers` elsewhere)
@@ -70,6 +72,8 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from actors.engine.settings import (
+    CIRCUIT_HOSTS_RANGE,
+    DEFAULT_CIRCUIT_HOSTS,
     DEFAULT_DISPATCH_TIMEOUT_S,
     DISPATCH_TIMEOUT_RANGE_S,
     EngineSettings,
@@ -144,6 +148,17 @@ def _count(value: object) -> int:
     if text.isascii() and text.isdigit():
         return int(text)
     raise ValueError(f"must be an integer >= 0, got {value!r}")
+
+
+def _circuit_hosts(value: object) -> int:
+    low, high = CIRCUIT_HOSTS_RANGE
+    try:
+        count = _count(value)
+    except ValueError:
+        count = -1
+    if low <= count <= high:
+        return count
+    raise ValueError(f"must be an integer from {low} to {high}, got {value!r}")
 
 
 def _positive_float(value: object) -> float:
@@ -250,6 +265,7 @@ class RuntimeConfig(BaseModel):
     ray_dashboard: Annotated[bool, BeforeValidator(_boolean)] = True
     ray_host: Annotated[str, BeforeValidator(_text)] = "127.0.0.1"
     hosts: PositiveInt = DEFAULT_HOSTS
+    circuit_hosts: Annotated[int, BeforeValidator(_circuit_hosts)] = DEFAULT_CIRCUIT_HOSTS
     dispatcher: Annotated[str | None, BeforeValidator(_optional(_dispatcher))] = None
     workers: Annotated[int, BeforeValidator(_count)] = DEFAULT_WORKER_COUNT
     queue: Annotated[str | None, BeforeValidator(_optional(_queue))] = None
@@ -280,6 +296,7 @@ class RuntimeConfig(BaseModel):
             circuit_settings=self.circuit_settings(), probe_ttl_s=self.circuit_probe_ttl_s,
             installation_key=self.installation_key, dispatcher=self.dispatcher,
             queue_name=self.queue, dispatch_timeout_s=self.dispatch_timeout_s,
+            circuit_hosts=self.circuit_hosts,
         )  # fmt: skip
 
     def circuit_settings(self) -> CircuitSettings:

@@ -26,12 +26,14 @@ are not consulted (as if all were closed).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from actors.clock import Clock
 from actors.engine.batch import BatchRunner, RouteLocks
-from actors.engine.circuit_effects import CircuitEffects
+from actors.engine.circuit_effects import CircuitEffects, Release
 from actors.engine.requests import Outcome
 from actors.errors import CorruptRouteError, TransitionRejectedError
 from actors.keys import AttemptFence
@@ -220,6 +222,12 @@ class RouteService:
 
     # The one write path (actors/engine/batch.py)
 
+    async def release(self, release: Release) -> list[RouteSnapshot]:
+        """Give the routes of a closed circuit's release plan their wave slots (fenced
+        route transitions; a route that moved on is left alone): the routes moved. Raises
+        a RecoveryError when the routes cannot be read (send it again)."""
+        return await self._runner.release_one(release)
+
     async def run_many(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
         """Carry out a batch of (route id, command), each route's in the given order;
         per item, the snapshot once it took effect or the exception it raised."""
@@ -233,3 +241,18 @@ class RouteService:
 
     def _context(self) -> RouteContext:
         return RouteContext(self._clock.now(), self.settings)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceOnLoop:
+    """A route service called from a worker thread: each batch runs on the service's
+    event loop (so under its route locks) and the thread waits for its outcomes."""
+
+    service: RouteService
+    loop: asyncio.AbstractEventLoop
+
+    def commands(
+        self, host_id: str | None, items: Sequence[tuple[str, RouteCommand]]
+    ) -> list[Outcome]:
+        future = asyncio.run_coroutine_threadsafe(self.service.run_many(items), self.loop)
+        return future.result()

@@ -6,7 +6,7 @@ worker's environment, never on a command line, since it holds the installation k
 transition has the same TTLs, circuit thresholds, backoffs, probe TTL and event retention
 whoever writes it: a host, a backstop job or a dispatch job. `dispatch_timeout_s` is how
 long a dispatch job waits for the orchestrator's dispatcher before the outcome is ambiguous
-(actors/jobs/dispatch.py).
+(actors/jobs/dispatch.py); `circuit_hosts` how many circuit hosts own the circuits.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ DEFAULT_DISPATCH_TIMEOUT_S: Final = 60.0
 # The longest a dispatch may take: under reconciliation's 15 minutes for a started
 # dispatch (actors/jobs/reconcile.py), which would otherwise settle one still running.
 DISPATCH_TIMEOUT_RANGE_S: Final = (1.0, 600.0)
+# Circuit hosts (Ray actors owning the circuits, actors/hosting/circuit_host.py); 0: the
+# route hosts write circuits themselves, under the same Lua fences (no circuit actors).
+DEFAULT_CIRCUIT_HOSTS: Final = 1
+CIRCUIT_HOSTS_RANGE: Final = (0, 16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +59,20 @@ class EngineSettings:
     dispatcher: str | None = None
     queue_name: str | None = None
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S
+    circuit_hosts: int = DEFAULT_CIRCUIT_HOSTS
 
     def __post_init__(self) -> None:
         KeySpace(self.key_prefix)  # validates the prefix
+        low_hosts, high_hosts = CIRCUIT_HOSTS_RANGE
+        hosts = self.circuit_hosts
+        if (
+            isinstance(hosts, bool)
+            or not isinstance(hosts, int)
+            or not low_hosts <= hosts <= high_hosts
+        ):
+            raise ValueError(
+                f"circuit_hosts must be an integer from {low_hosts} to {high_hosts}, got {hosts!r}"
+            )
         if self.queue_name is None:  # frozen: the default is filled in once, here
             object.__setattr__(self, "queue_name", default_queue_name(self.key_prefix))
         self.route_settings()  # validates the TTLs

@@ -1,13 +1,14 @@
 """One installation across processes: its owner, its attached clients, its keeper.
 
 The owner (`recovery up`, or the process whose `RecoveryRuntime.start()` took the owner
-lease) creates the route hosts, records the installation in Redis (host ring, Ray
-address, settings without secrets; actors/store/installation.py), runs the keeper and is
-the only one to stop the hosts. Any other process attaches: it reads the ring and the
-Ray address from the record, so no client setting can make two hosts own one route, and a
-client whose own settings differ is refused naming the first differing setting. The
-keeper renews the lease and recreates a host that vanished (killed for good, removed by
-another process) with the installation's settings; the new host rehydrates its routes.
+lease) creates the circuit hosts and the route hosts, records the installation in Redis
+(host rings, Ray address, settings without secrets; actors/store/installation.py), runs
+the keeper and is the only one to stop the hosts. Any other process attaches: it reads
+the ring and the Ray address from the record, so no client setting can make two hosts own
+one route, and a client whose own settings differ is refused naming the first differing
+setting. The keeper renews the lease and recreates a route or circuit host that vanished
+(killed for good, removed by another process) with the installation's settings; the new
+host rehydrates what it owns.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.engine.config import DEFAULT_DATA_DIR
 from actors.engine.settings import EngineSettings
 from actors.errors import RecoveryError, error_report
+from actors.hosting.circuit_host import CircuitHost
+from actors.hosting.names import NAMESPACE, circuit_host_name, host_id, host_name
 from actors.hosting.ray_connect import gcs_address
 from actors.hosting.route_host import RouteHost
 from actors.keys import KeySpace
@@ -41,7 +44,6 @@ from actors.store.installation import (
     read_installation,
 )
 
-NAMESPACE: Final = "provider-recovery"
 OWNER_TTL_S: Final = 10.0
 KEEP_EVERY_S: Final = 2.0
 RECORD_WAIT_S: Final = 60.0
@@ -52,18 +54,7 @@ HOST_STOP_POLL_S: Final = 0.05
 log = logging.getLogger(__name__)
 
 RemoteRouteHost = ray.remote(max_restarts=-1, max_task_retries=-1)(RouteHost)
-
-
-def host_name(prefix: str, index: int) -> str:
-    return f"route-host:{prefix}:{index}"
-
-
-def host_id(index: int) -> str:
-    return f"host-{index}"
-
-
-def host_ids(count: int) -> list[str]:
-    return [host_id(index) for index in range(count)]
+RemoteCircuitHost = ray.remote(max_restarts=-1, max_task_retries=-1)(CircuitHost)
 
 
 class InstallationMismatchError(RecoveryError):
@@ -164,6 +155,9 @@ def new_record(
     """The record an owner writes once its hosts are ready (in this process's Ray)."""
     return InstallationRecord(
         host_names=tuple(host_name(settings.key_prefix, i) for i in range(host_count)),
+        circuit_host_names=tuple(
+            circuit_host_name(settings.key_prefix, i) for i in range(settings.circuit_hosts)
+        ),
         virtual_nodes=virtual_nodes, ray_address=gcs_address(), settings=settings.public(),
         key_digest=settings.key_digest(), owner=owner, started_at=datetime.now(UTC),
     )  # fmt: skip
@@ -200,27 +194,65 @@ def spread(index: int, nodes: Sequence[str]) -> Any:
 
 
 def owned_hosts(url: str, settings: EngineSettings, count: int) -> list[Any]:
-    """The owner's hosts, ready: those a previous owner left running are kept when they
-    write with these settings, else replaced."""
+    """The owner's route hosts, ready: those a previous owner left running are kept when
+    they write with these settings, else replaced."""
     prefix, nodes = settings.key_prefix, alive_nodes()
-    hosts = [create_host(prefix, index, url, settings, nodes) for index in range(count)]
+    return _kept_or_replaced(
+        lambda index: create_host(prefix, index, url, settings, nodes),
+        lambda index: host_name(prefix, index), settings, count,
+    )  # fmt: skip
+
+
+def create_circuit_host(  # noqa: PLR0917 - the host's whole placement
+    prefix: str, index: int, url: str, settings: EngineSettings, route_hosts: int,
+    virtual_nodes: int, nodes: Sequence[str],
+) -> Any:  # fmt: skip
+    """The named, detached circuit host `index` (found when it exists), placed as the
+    route hosts are; it releases routes onto `route_hosts` hosts of `virtual_nodes` points."""
+    return RemoteCircuitHost.options(
+        name=circuit_host_name(prefix, index), namespace=NAMESPACE, get_if_exists=True,
+        num_cpus=0, lifetime="detached", scheduling_strategy=spread(index, nodes),
+    ).remote(
+        index, url, settings, route_hosts=route_hosts, virtual_nodes=virtual_nodes
+    )  # fmt: skip
+
+
+def owned_circuit_hosts(
+    url: str, settings: EngineSettings, route_hosts: int, virtual_nodes: int
+) -> list[Any]:
+    """The owner's circuit hosts, ready (kept or replaced as the route hosts are)."""
+    prefix, nodes = settings.key_prefix, alive_nodes()
+    return _kept_or_replaced(
+        lambda i: create_circuit_host(prefix, i, url, settings, route_hosts, virtual_nodes, nodes),
+        lambda index: circuit_host_name(prefix, index), settings, settings.circuit_hosts,
+    )  # fmt: skip
+
+
+def _kept_or_replaced(
+    create: Callable[[int], Any], name: Callable[[int], str], settings: EngineSettings, count: int
+) -> list[Any]:
+    hosts = [create(index) for index in range(count)]
     wanted = (settings.public(), settings.key_digest())
     for index, found in enumerate(ray.get([host.settings_digest.remote() for host in hosts])):
         if tuple(found) != wanted:
-            log.warning("route host %s ran with other settings: replaced", index)
+            log.warning("%s ran with other settings: replaced", name(index))
             ray.kill(hosts[index], no_restart=True)
-            wait_host_gone(prefix, index)
-            hosts[index] = create_host(prefix, index, url, settings, nodes)
+            wait_gone(name(index))
+            hosts[index] = create(index)
     ray.get([host.ready.remote() for host in hosts])
     return hosts
 
 
-def host_alive(prefix: str, index: int) -> bool:
+def actor_alive(name: str) -> bool:
     try:
-        ray.get_actor(host_name(prefix, index), namespace=NAMESPACE)
+        ray.get_actor(name, namespace=NAMESPACE)
     except ValueError:
         return False
     return True
+
+
+def host_alive(prefix: str, index: int) -> bool:
+    return actor_alive(host_name(prefix, index))
 
 
 def host_resolver(prefix: str, hosts: list[Any], index: int) -> Callable[[], Any]:
@@ -236,10 +268,49 @@ def host_resolver(prefix: str, hosts: list[Any], index: int) -> Callable[[], Any
     return current_host
 
 
+def recreate_vanished(
+    url: str, settings: EngineSettings, hosts: list[Any], circuit_hosts: list[Any],
+    virtual_nodes: int,
+) -> bool:  # fmt: skip
+    """The keeper's healing: every circuit host, then every route host, that vanished is
+    created again (in place in `hosts` / `circuit_hosts`) and waited ready. True when a
+    route host was recreated (its dispatches need reconciling)."""
+    prefix = settings.key_prefix
+    lost = [i for i in range(len(circuit_hosts)) if not actor_alive(circuit_host_name(prefix, i))]
+    vanished = [i for i in range(len(hosts)) if not host_alive(prefix, i)]
+    nodes = alive_nodes() if lost or vanished else []
+    for index in lost:
+        log.warning("circuit host %s vanished: recreating it", index)
+        host = create_circuit_host(prefix, index, url, settings, len(hosts), virtual_nodes, nodes)
+        ray.get(host.ready.remote())
+        circuit_hosts[index] = host
+    for index in vanished:
+        log.warning("route host %s vanished: recreating it", index)
+        host = create_host(prefix, index, url, settings, nodes)
+        ray.get(host.ready.remote())
+        hosts[index] = host
+    return bool(vanished)
+
+
+def stop_hosts(prefix: str, hosts: Sequence[Any], circuit_hosts: Sequence[Any]) -> None:
+    """Kill the installation's hosts (route hosts first: they call the circuit hosts) and
+    wait until their names are free."""
+    for host in (*hosts, *circuit_hosts):
+        ray.kill(host, no_restart=True)
+    for index in range(len(hosts)):
+        wait_host_gone(prefix, index)
+    for index in range(len(circuit_hosts)):
+        wait_gone(circuit_host_name(prefix, index))
+
+
 def wait_host_gone(prefix: str, index: int, timeout_s: float = HOST_STOP_TIMEOUT_S) -> None:
+    wait_gone(host_name(prefix, index), timeout_s)
+
+
+def wait_gone(name: str, timeout_s: float = HOST_STOP_TIMEOUT_S) -> None:
     """ray.kill returns before the actor is gone; wait until its name is free."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and host_alive(prefix, index):
+    while time.monotonic() < deadline and actor_alive(name):
         time.sleep(HOST_STOP_POLL_S)
 
 

@@ -17,10 +17,16 @@ so importing this module costs nothing and a process outside Ray records into no
                                                               in an rq worker, outside Ray: its
                                                               times are in the dispatch ledger)
     recovery_circuit_state_changes_total{state}               circuit changes, by new state
+    recovery_circuit_state{circuit}                           each circuit's state now:
+                                                              0 closed, 1 half-open, 2 open
     recovery_circuit_probes_total{outcome}                    granted, denied, succeeded,
                                                               failed, abandoned
-    recovery_circuit_parked{circuit}                          routes parked on a circuit
+    recovery_circuit_parked{circuit}                          routes parked on a circuit now
+                                                              (down as routes leave)
     recovery_circuit_released_total                           parked routes given a wave slot
+                                                              (its rate: released per second)
+The circuit metrics are recorded where circuits are written: in the circuit hosts
+(actors/hosting/circuit_host.py), the released count in the route hosts that arm them.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from ray.util.metrics import Counter, Gauge, Histogram
 
 from actors.routes.models import RouteSnapshot
 
+CIRCUIT_STATE_VALUES: Final = {"closed": 0, "half_open": 1, "open": 2}
 BATCH_BOUNDARIES: Final = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0]
 LATENESS_BOUNDARIES: Final = [
     0.001,
@@ -142,9 +149,11 @@ def route_metrics() -> RouteMetrics:
 
 @dataclass(frozen=True, slots=True)
 class CircuitMetrics:
-    """What a route host's circuit side effects record (actors/engine/circuit_effects.py)."""
+    """What circuit writes record (actors/engine/circuit_round.py), and the routes a
+    route host gave their release slots."""
 
     changes: Counter
+    states: Gauge
     probes: Counter
     parked_routes: Gauge
     released_routes: Counter
@@ -152,8 +161,12 @@ class CircuitMetrics:
     def probe(self, outcome: str) -> None:
         self.probes.inc(1, tags={"outcome": outcome})
 
-    def state_change(self, status: str) -> None:
+    def state_change(self, status: str, label: str) -> None:
         self.changes.inc(1, tags={"state": status})
+        self.state(status, label)
+
+    def state(self, status: str, label: str) -> None:
+        self.states.set(CIRCUIT_STATE_VALUES.get(status, -1), tags={"circuit": label})
 
     def parked(self, label: str, count: int) -> None:
         self.parked_routes.set(count, tags={"circuit": label})
@@ -168,8 +181,13 @@ def circuit_metrics() -> CircuitMetrics:
     return CircuitMetrics(
         changes=Counter(
             "recovery_circuit_state_changes_total",
-            description="Circuit changes written by route hosts, by the state they left.",
+            description="Circuit changes written, by the state they left the circuit in.",
             tag_keys=("state",),
+        ),
+        states=Gauge(
+            "recovery_circuit_state",
+            description="Each circuit's state now: 0 closed, 1 half-open, 2 open.",
+            tag_keys=("circuit",),
         ),
         probes=Counter(
             "recovery_circuit_probes_total",
@@ -178,7 +196,7 @@ def circuit_metrics() -> CircuitMetrics:
         ),
         parked_routes=Gauge(
             "recovery_circuit_parked",
-            description="Routes parked on a circuit, as of the last park on it.",
+            description="Routes parked on a circuit now (it goes down as routes leave).",
             tag_keys=("circuit",),
         ),
         released_routes=Counter(

@@ -46,7 +46,6 @@ import gc
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final, cast
 
 import ray
@@ -55,14 +54,14 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from actors.clock import Clock, SystemClock
-from actors.engine.circuit_effects import CircuitEffects
-from actors.engine.requests import Outcome
-from actors.engine.service import RouteService
+from actors.engine.circuit_effects import CircuitEffects, Release
+from actors.engine.service import RouteService, ServiceOnLoop
 from actors.engine.settings import EngineSettings
 from actors.engine.timers import Due, RouteTimers
 from actors.errors import RecoveryError, TransitionRejectedError, error_text
 from actors.hosting import memory as host_memory
 from actors.hosting.batcher import BatchItem, HostRequest, ReadHistory, ReadSnapshot
+from actors.hosting.circuit_client import ActorCircuits
 from actors.hosting.memory import HostMemory
 from actors.hosting.metrics import circuit_metrics, route_metrics
 from actors.jobs.backstop_arming import BackstopArmer, HostBackstops
@@ -124,10 +123,12 @@ class RouteHost:
             redis_url, keys=self._keys, max_connections=max_connections,
             settings=binding.settings,
         )  # fmt: skip
+        port = ActorCircuits(settings.key_prefix, settings.circuit_hosts)
         effects = CircuitEffects(
-            self._circuits, self._store, binding,
-            observer=circuit_metrics(), on_released=self._released,
+            self._circuits, self._store, binding, observer=circuit_metrics(),
+            port=port if settings.circuit_hosts else None, on_released=self._released,
         )  # fmt: skip
+        self._effects = effects
         self._service = RouteService(
             self._store, self._clock, settings=route_settings, on_applied=self._metrics.transition,
             circuits=effects, on_quarantined=self._metrics.quarantine,
@@ -202,6 +203,7 @@ class RouteHost:
         self._timers.cancel_all()
         if self._backstops is not None:
             await self._backstops.aclose()
+        await self._effects.redelivery.aclose()
         await self._store.aclose()
         await self._circuits.aclose()
         if self._sync is not None:
@@ -310,9 +312,17 @@ class RouteHost:
             return await self._service.history(route_id)
         return await self._service.snapshot(route_id)
 
+    async def arm_release(self, release: Release) -> int:
+        """A circuit host's release of this host's parked routes (actors/hosting/
+        circuit_host.py): each gets its wave slot, and its timer is armed here; the number
+        moved. Raises when the routes cannot be read (the circuit host sends it again)."""
+        await self._ready
+        return len(await self._service.release(release))
+
     def _released(self, snapshots: Sequence[RouteSnapshot]) -> None:
-        """Parked routes (of any host) this host gave a wave slot after a circuit closed:
-        armed here, so they fire at their slot (the owner's timer is later; fenced)."""
+        """Parked routes this host gave a wave slot after a circuit closed: armed here, so
+        they fire at their slot (with no circuit hosts, another host's routes too: their
+        owner's timer is later; fenced)."""
         for snapshot in snapshots:
             self._tracked(snapshot)
 
@@ -377,23 +387,8 @@ class RouteHost:
     def _reconcile(self, dispatcher: str) -> ReconcileReport:
         """Run in a worker thread: its route transitions go back to this host's loop."""
         queue = dispatch_queue(self._connection(), self._queue_name)
-        engine = _OnLoop(self._service, self._loop)
+        engine = ServiceOnLoop(self._service, self._loop)
         return reconcile_dispatches(
             queue, self._keys, dispatcher, now=self._clock.now(), engine=engine,
             dispatch_timeout_s=self.settings.dispatch_timeout_s,
         )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class _OnLoop:
-    """A host's route service, called from a worker thread: each batch runs on the host's
-    event loop (so under its route locks) and the thread waits for its outcomes."""
-
-    service: RouteService
-    loop: asyncio.AbstractEventLoop
-
-    def commands(
-        self, host_id: str | None, items: Sequence[tuple[str, RouteCommand]]
-    ) -> list[Outcome]:
-        future = asyncio.run_coroutine_threadsafe(self.service.run_many(items), self.loop)
-        return future.result()

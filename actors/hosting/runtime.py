@@ -37,32 +37,33 @@ import ray
 import redis
 
 from actors.engine.config import DEFAULT_DATA_DIR, DEFAULT_WORKER_COUNT, RuntimeConfig
-from actors.engine.settings import DEFAULT_DISPATCH_TIMEOUT_S, EngineSettings
+from actors.engine.settings import (
+    DEFAULT_CIRCUIT_HOSTS,
+    DEFAULT_DISPATCH_TIMEOUT_S,
+    EngineSettings,
+)
 from actors.errors import RecoveryError, error_text
 from actors.hosting.batcher import BatcherPool
 from actors.hosting.handle import RouteHandle, committed_by_retry
 from actors.hosting.hash_ring import DEFAULT_VIRTUAL_NODES, HashRing
 from actors.hosting.installation import (
-    NAMESPACE,
     OWNER_TTL_S,
     InstallationMismatchError,
     Keeper,
     RemoteRouteHost,
-    alive_nodes,
-    create_host,
     embedded_url,
-    host_alive,
-    host_ids,
-    host_name,
     host_resolver,
     live_record,
     new_record,
     new_token,
+    owned_circuit_hosts,
     owned_hosts,
+    recreate_vanished,
     refuse_mismatch,
     refuse_ring_change,
-    wait_host_gone,
+    stop_hosts,
 )
+from actors.hosting.names import NAMESPACE, host_ids, host_name
 from actors.hosting.ray_connect import LOOPBACK, start_ray
 from actors.jobs.queue import default_queue_name, dispatch_queue
 from actors.jobs.reconcile import ReconcileReport, reconcile
@@ -129,8 +130,10 @@ class RecoveryRuntime:
     circuit_settings: CircuitSettings = field(default_factory=CircuitSettings)
     probe_ttl_s: float = DEFAULT_PROBE_TTL_S
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S  # a dispatcher's call, at most
+    circuit_hosts: int = DEFAULT_CIRCUIT_HOSTS  # circuit host actors (0: hosts write circuits)
     dashboard_url: str | None = field(default=None, init=False, repr=False)
     hosts: list[Any] = field(default_factory=list, init=False, repr=False)
+    circuit_host_handles: list[Any] = field(default_factory=list, init=False, repr=False)
     _ring: HashRing | None = field(default=None, init=False, repr=False)
     _embedded: EmbeddedRedis | None = field(default=None, init=False, repr=False)
     _started_ray: bool = field(default=False, init=False, repr=False)
@@ -246,6 +249,9 @@ class RecoveryRuntime:
             refuse_ring_change(recorded, self.host_count, self.virtual_nodes)
         self._start_ray(self.ray_address)
         settings = self.settings
+        self.circuit_host_handles = owned_circuit_hosts(
+            self.url, settings, self.host_count, self.virtual_nodes
+        )
         self.hosts = owned_hosts(self.url, settings, self.host_count)
         self._ring = HashRing(host_ids(self.host_count), virtual_nodes=self.virtual_nodes)
         record = new_record(settings, self.host_count, self.virtual_nodes, owner=lease.token)
@@ -262,17 +268,16 @@ class RecoveryRuntime:
     def _join(self, record: InstallationRecord) -> None:
         self._start_ray(self.ray_address or record.ray_address)
         self.hosts = [ray.get_actor(name, namespace=NAMESPACE) for name in record.host_names]
+        self.circuit_host_handles = [
+            ray.get_actor(name, namespace=NAMESPACE) for name in record.circuit_host_names
+        ]
         self._ring = HashRing(host_ids(record.host_count), virtual_nodes=record.virtual_nodes)
 
     def _heal(self) -> None:
         """The keeper's round: recreate every host that vanished, then reconcile."""
-        vanished = [i for i in range(len(self.hosts)) if not host_alive(self.key_prefix, i)]
-        nodes = alive_nodes() if vanished else []
-        for index in vanished:
-            log.warning("route host %s vanished: recreating it", index)
-            host = create_host(self.key_prefix, index, self.url, self.settings, nodes)
-            ray.get(host.ready.remote())
-            self.hosts[index] = host
+        vanished = recreate_vanished(
+            self.url, self.settings, self.hosts, self.circuit_host_handles, self.virtual_nodes
+        )
         if vanished and self.dispatcher is not None:
             log.warning("after recreating route hosts, reconciliation: %s", self.reconcile())
 
@@ -331,12 +336,10 @@ class RecoveryRuntime:
             self.workers.stop()
             self.workers = None
         if self._lease is not None:
-            for host in self.hosts:
-                ray.kill(host, no_restart=True)
-            for index in range(len(self.hosts)):
-                wait_host_gone(self.key_prefix, index)
+            stop_hosts(self.key_prefix, self.hosts, self.circuit_host_handles)
             self._release_lease()
         self.hosts = []
+        self.circuit_host_handles = []
         self._ring = None
         self._batchers.clear()
         left = self._left_pending()

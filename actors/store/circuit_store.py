@@ -194,21 +194,27 @@ class CircuitStore(OwnsItsClient, CircuitChanges):
         done, status, version, count = reply
         return ParkOutcome(bool(done), CircuitStatus(text(status)), int(version), int(count))
 
-    async def unpark_many(self, parked: Sequence[tuple[ResourceKey, str]]) -> None:
-        """Forget several parked (resource, route id) in one pipeline."""
-        by_resource: dict[str, list[str]] = {}
+    async def unpark_many(
+        self, parked: Sequence[tuple[ResourceKey, str]]
+    ) -> list[tuple[ResourceKey, int]]:
+        """Forget several parked (resource, route id) in one pipeline; each resource's
+        parked count after it (what the parked gauge shows)."""
+        by_resource: dict[str, tuple[ResourceKey, list[str]]] = {}
         for resource, route_id in parked:
             key = self.keys.parked(valid_resource(resource).resource_id)
-            by_resource.setdefault(key, []).append(valid_route_id(route_id))
+            by_resource.setdefault(key, (resource, []))[1].append(valid_route_id(route_id))
         if not by_resource:
-            return
+            return []
         try:
             async with self.client.pipeline(transaction=False) as pipe:
-                for key, members in by_resource.items():
+                for key, (_, members) in by_resource.items():
                     pipe.zrem(key, *members)
-                await pipe.execute()
+                    pipe.zcard(key)
+                replies: list[Any] = await pipe.execute()
         except RedisError as error:
             raise unavailable("unpark_many", error) from error
+        resources = [resource for resource, _ in by_resource.values()]
+        return [(r, int(n)) for r, n in zip(resources, replies[1::2], strict=True)]
 
 
 def _is_resource_id(text: str) -> bool:

@@ -48,6 +48,7 @@ class InstallationRecord(BaseModel):
 
     version: int = RECORD_VERSION
     host_names: tuple[str, ...] = Field(min_length=1)
+    circuit_host_names: tuple[str, ...] = ()  # none: the route hosts write circuits
     virtual_nodes: int = Field(ge=1)
     ray_address: str | None = None
     settings: dict[str, Any]

@@ -15,7 +15,7 @@ import sys
 import ray
 from ray.cluster_utils import Cluster
 
-from actors.hosting.installation import NAMESPACE
+from actors.hosting.names import NAMESPACE
 from actors.hosting.runtime import RecoveryRuntime
 
 

@@ -22,7 +22,8 @@ import pytest
 import ray
 import redis
 
-from actors.hosting.installation import NAMESPACE, host_alive, host_name
+from actors.hosting.installation import host_alive
+from actors.hosting.names import NAMESPACE, host_name
 from actors.hosting.runtime import RecoveryRuntime
 from actors.keys import KeySpace
 from actors.store.installation import read_installation

@@ -326,11 +326,15 @@ def test_a_circuit_that_keeps_changing_raises_a_conflict_and_writes_nothing_of_t
 
     async def scenario(store: CircuitStore) -> None:
         read = store.view
+        writes = 0
 
         async def read_then_rival_writes(resource: ResourceKey) -> CircuitView:
+            nonlocal writes
             seen = await read(resource)
+            writes += 1  # a new failure each time (the same one again would count once)
             async with open_store(backend) as rival:
-                await rival.record_failure(RESOURCE, failure("model_capacity"), "rival", now)
+                at = now + timedelta(milliseconds=writes)
+                await rival.record_failure(RESOURCE, failure("model_capacity"), "rival", at)
             return seen
 
         monkeypatch.setattr(store, "view", read_then_rival_writes)

@@ -1,0 +1,213 @@
+"""`CircuitHost`: an async Ray actor hosting the logical circuit actors hashed to it.
+
+One logical circuit actor per provider resource (provider, model, credential binding) is
+the single owner of that circuit's transitions; circuits are hashed onto a small pool of
+circuit hosts by resource id (actors/hosting/names.py), as routes are onto route hosts.
+A host:
+- folds the failures route hosts report, takes probe verdicts and parks or unparks
+  routes: each route round is ONE `apply_round` call per circuit host
+  (actors/hosting/circuit_client.py), applied with the store's fenced Lua;
+- grants the one probe lease of a circuit (`acquire_probe`); the Lua lease stays the
+  fence across host restarts and every process of the installation;
+- owns the release: when a probe success closes a circuit, it cuts the release plan by
+  the route host that owns each parked route and tells each route host which of its
+  routes to arm and when (`RouteHost.arm_release`); a delivery that fails is sent again
+  with capped exponential delays until it is taken or its slots are long past.
+
+Redis stays the truth: the host keeps nothing a restart would lose. On every start
+(including restarts by Ray, `max_restarts=-1`) it reads the circuits it owns, publishes
+their states, and releases again the routes its closed circuits still hold parked (a
+release lost with a crash between the close and its delivery; releases are fenced route
+transitions, so one already given changes nothing). Its metrics are the circuit metrics
+of actors/hosting/metrics.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+import ray
+
+from actors.clock import Clock, SystemClock
+from actors.engine.circuit_round import CircuitRound, LocalCircuits, Release
+from actors.engine.settings import EngineSettings
+from actors.errors import RecoveryError, error_text
+from actors.hosting.metrics import circuit_metrics
+from actors.hosting.names import NAMESPACE, Owners, host_name
+from actors.routes.circuit_models import CircuitView
+from actors.store.circuit_store import CircuitStore
+from circuits import CircuitStatus, ProbeDenied, ProbeGrant, ReleasePlan, ResourceKey, plan_release
+
+DELIVERY_FIRST_DELAY_S: Final = 0.05
+DELIVERY_MAX_DELAY_S: Final = 5.0
+# A release is sent until it is taken or this long after its last slot: a route still
+# parked then re-checks the circuit at its own deadline.
+DELIVERY_GRACE_S: Final = 300.0
+REHYDRATE_RETRY_S: Final = 1.0
+STORE_CONNECTIONS: Final = 8
+
+log = logging.getLogger(__name__)
+
+
+class CircuitHost:
+    def __init__(
+        self,
+        index: int,
+        redis_url: str,
+        settings: EngineSettings,
+        *,
+        route_hosts: int,
+        virtual_nodes: int,
+        clock: Clock | None = None,
+    ) -> None:
+        """Circuit host `index` of the installation of `settings`, whose routes are hashed
+        onto `route_hosts` route hosts with `virtual_nodes` points each."""
+        self.index = index
+        self.settings = settings
+        self._clock = clock or SystemClock()
+        self._prefix = settings.key_prefix
+        binding = settings.circuit_binding()
+        self._store = CircuitStore.connect(
+            redis_url, keys=settings.keys, settings=binding.settings,
+            max_connections=STORE_CONNECTIONS,
+        )  # fmt: skip
+        self._metrics = circuit_metrics()
+        self._circuits = LocalCircuits(self._store, self._metrics)
+        self._route_owners = Owners(route_hosts, kind="route", virtual_nodes=virtual_nodes)
+        self._owners = Owners(settings.circuit_hosts, kind="circuit")
+        self._route_hosts: dict[int, Any] = {}
+        self._deliveries: set[asyncio.Task[None]] = set()
+        self.delivered = 0  # route-host deliveries taken (tests wait on it)
+        self._ready = asyncio.get_running_loop().create_task(self._rehydrate())
+
+    # -- lifecycle and introspection -----------------------------------------------------
+
+    async def ready(self) -> int:
+        """Wait for rehydration; the number of circuits this host owns."""
+        return await self._ready
+
+    async def process_id(self) -> int:
+        return os.getpid()
+
+    async def settings_digest(self) -> tuple[dict[str, Any], str]:
+        """The settings this host writes with, without the key, and the key's digest."""
+        return self.settings.public(), self.settings.key_digest()
+
+    async def deliveries(self) -> tuple[int, int]:
+        """(release deliveries taken, deliveries still being sent)."""
+        return self.delivered, len(self._deliveries)
+
+    async def aclose(self) -> None:
+        for task in list(self._deliveries):
+            task.cancel()
+        await self._store.aclose()
+
+    # -- the circuits' transitions -------------------------------------------------------
+
+    async def acquire_probe(
+        self, resource: ResourceKey, holder: str, now: datetime, ttl_s: float
+    ) -> ProbeGrant | ProbeDenied:
+        """The probe lease of `resource` for `holder` (exclusive: the Lua lease fences it)."""
+        await self._ready
+        return await self._circuits.acquire_probe(resource, holder, now, ttl_s)
+
+    async def apply_round(self, round_: CircuitRound) -> CircuitRound | None:
+        """Apply a route round's circuit writes; the part not written (the route host
+        sends it again). The releases its probe successes planned are delivered from
+        here, in the background (a route host may be waiting on this call)."""
+        await self._ready
+        applied = await self._circuits.apply(round_)
+        for release in applied.releases:
+            self._deliver(release)
+        return applied.undelivered
+
+    # -- releases --------------------------------------------------------------------------
+
+    def _deliver(self, release: Release) -> None:
+        """Tell each parked route's own route host which of its routes to arm, and when."""
+        resource_id, plan = release
+        by_host: dict[int, list[Any]] = defaultdict(list)
+        for slot in plan.slots:
+            by_host[self._route_owners.index_of(slot.route_id)].append(slot)
+        last = max((slot.release_at for slot in plan.slots), default=self._clock.now())
+        give_up = last + timedelta(seconds=DELIVERY_GRACE_S)
+        loop = asyncio.get_running_loop()
+        for host, slots in by_host.items():
+            part = (resource_id, ReleasePlan(budget=plan.budget, waves=(tuple(slots),)))
+            task = loop.create_task(self._send(host, part, give_up))
+            self._deliveries.add(task)
+            task.add_done_callback(self._deliveries.discard)
+
+    async def _send(self, host: int, release: Release, give_up: datetime) -> None:
+        delay = DELIVERY_FIRST_DELAY_S
+        while True:
+            try:
+                await self._route_host(host).arm_release.remote(release)
+            except Exception as error:  # Ray's or the route host's: send it again
+                self._route_hosts.pop(host, None)  # the keeper may have recreated it
+                if self._clock.now() >= give_up:
+                    log.error(
+                        "release of circuit %s to route host %s given up: %s",
+                        release[0], host, error_text(error),
+                    )  # fmt: skip
+                    return
+                log.warning(
+                    "release of circuit %s to route host %s not taken (sent again): %s",
+                    release[0], host, type(error).__name__,
+                )  # fmt: skip
+                await asyncio.sleep(delay)
+                delay = min(DELIVERY_MAX_DELAY_S, delay * 2)
+                continue
+            self.delivered += 1
+            return
+
+    def _route_host(self, index: int) -> Any:
+        found = self._route_hosts.get(index)
+        if found is None:
+            name = host_name(self._prefix, index)
+            found = self._route_hosts[index] = ray.get_actor(name, namespace=NAMESPACE)
+        return found
+
+    # -- rehydration -----------------------------------------------------------------------
+
+    async def _rehydrate(self) -> int:
+        while True:
+            try:
+                views = await self._store.all_circuits()
+                break
+            except RecoveryError as error:  # Redis not reachable yet
+                log.warning(
+                    "circuit host %s cannot rehydrate yet: %s", self.index, error_text(error)
+                )
+                await asyncio.sleep(REHYDRATE_RETRY_S)
+        owned = [v for v in views if self._owners.index_of(v.resource_id) == self.index]
+        for view in owned:
+            self._metrics.state(view.status.value, view.resource.label)
+            self._metrics.parked(view.resource.label, view.parked)
+        for view in owned:
+            if view.status is CircuitStatus.CLOSED and view.parked:
+                await self._release_again(view)
+        log.info("circuit host %s rehydrated %d circuits", self.index, len(owned))
+        return len(owned)
+
+    async def _release_again(self, view: CircuitView) -> None:
+        """A closed circuit still holding parked routes: their release may have been lost
+        with the previous host; plan it again from now (fenced: a route released already
+        or moved on is left alone)."""
+        try:
+            parked = await self._store.parked(view.resource)
+        except RecoveryError as error:
+            log.warning("parked routes of %s not read: %s", view.resource.label, error_text(error))
+            return
+        release = self._store.release
+        plan = plan_release(
+            parked, self._clock.now(), seed=f"{view.resource_id}:{view.state.lease_epoch}",
+            wave_fraction=release.wave_fraction, wave_interval=release.wave_interval,
+            jitter_fraction=release.jitter_fraction, headroom=release.headroom,
+        )  # fmt: skip
+        self._deliver((view.resource_id, plan))
