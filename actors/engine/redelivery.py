@@ -98,11 +98,13 @@ class Redelivery:
         self._idle.set()
 
     async def _send_all(self) -> bool:
-        """One pass over the queue, each round at its own time (a failure counts at the
-        moment it was seen); True when something got through."""
-        batch = [self._pending.popleft() for _ in range(len(self._pending))]
+        """One pass over the queue, oldest first, each round at its own time (a failure
+        counts at the moment it was seen); it stops at the first round still not taken,
+        so rounds are written in the order they were made. True when something got
+        through."""
         progressed = False
-        for pending in batch:
+        while self._pending:
+            pending = self._pending.popleft()
             if time.monotonic() - pending.since > self.max_age_s:
                 self.given_up += 1
                 log.error(
@@ -111,11 +113,11 @@ class Redelivery:
                 )  # fmt: skip
                 continue
             rest = await self._send(pending.round)
-            if rest is None:
-                self.delivered += 1
-            else:
-                self._pending.append(_Pending(rest, pending.since))
-            progressed = progressed or rest != pending.round
+            if rest is not None:
+                self._pending.appendleft(_Pending(rest, pending.since))
+                return progressed or rest != pending.round
+            self.delivered += 1
+            progressed = True
         return progressed
 
     async def _send(self, round_: CircuitRound) -> CircuitRound | None:

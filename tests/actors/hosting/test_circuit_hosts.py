@@ -1,0 +1,233 @@
+"""Circuit hosts end to end (actors/hosting/circuit_host.py): the circuit actors own every
+circuit write of the route hosts, grant the one probe, take its verdict and release each
+parked route through its own route host, and keep every guarantee when they are killed:
+a circuit host killed while its circuit is open restarts and still lets exactly one probe
+go; a release lost with its circuit host is given again by the restarted host; a prober
+that never reports loses its lease at the TTL and exactly one new probe goes.
+
+Two route hosts, one circuit host, real Redis and rq workers with the fake dispatcher.
+Waits are on Redis (keyspace notifications) or on an actor's answer, with a timeout that
+only guards against a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+import pytest
+import ray
+import redis
+
+from actors.hosting.names import NAMESPACE, circuit_host_name
+from actors.hosting.runtime import RecoveryRuntime, RouteHandle
+from actors.keys import KeySpace
+from actors.store.circuit_store import CircuitStore
+from actors.store.installation import read_installation
+from circuits import CircuitSettings, CircuitStatus, ProbeGrant
+from tests.actors.conftest import _delete_prefix
+from tests.actors.hosting.test_runtime_circuits import (
+    PARKED,
+    dispatched,
+    park_all,
+    spread_routes,
+)
+from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
+from tests.actors.redis_waits import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
+
+TIMEOUT_S: Final = 60.0
+DELIVER: Final = "tests.actors.fake_dispatcher:deliver"
+INSTALLATION_KEY: Final = "circuit-hosts-test"
+
+
+def start_runtime(redis_url: str, *, probe_ttl_s: float = 30) -> RecoveryRuntime:
+    return RecoveryRuntime(
+        redis_url=redis_url, key_prefix=f"recovery-ch-{uuid.uuid4().hex[:12]}", host_count=2,
+        dispatcher=DELIVER, circuit_settings=CircuitSettings(initial_backoff_s=1),
+        probe_ttl_s=probe_ttl_s, installation_key=INSTALLATION_KEY,
+    ).start()  # fmt: skip
+
+
+@pytest.fixture
+def runtime(redis_url: str) -> Iterator[RecoveryRuntime]:
+    started = start_runtime(redis_url)
+    yield started
+    started.shutdown()
+    _delete_prefix(redis_url, KeySpace(started.key_prefix))
+
+
+@pytest.fixture
+def connection(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def circuit_host(runtime: RecoveryRuntime) -> Any:
+    return ray.get_actor(circuit_host_name(runtime.key_prefix, 0), namespace=NAMESPACE)
+
+
+def fleet(runtime: RecoveryRuntime) -> list[RouteHandle]:
+    routes = [runtime.route(route_id) for route_id in spread_routes(runtime)]
+    assert {runtime.host_index(r.route_id) for r in routes} == {0, 1}
+    return routes
+
+
+async def wait_dispatches(runtime: RecoveryRuntime, connection: redis.Redis, count: int) -> None:
+    async def enough() -> bool:
+        return len(dispatched(connection, runtime.key_prefix)) >= count
+
+    await wait_until(enough, TIMEOUT_S, redis_url=runtime.url)
+
+
+async def the_probe(
+    runtime: RecoveryRuntime, connection: redis.Redis, routes: list[RouteHandle], probes: int = 1
+) -> RouteHandle:
+    """Wait for the `probes`-th dispatch: it must be the one probe while the others wait."""
+    await wait_dispatches(runtime, connection, probes)
+    calls = dispatched(connection, runtime.key_prefix)
+    assert len(calls) == probes, calls
+    probe = runtime.route(calls[-1]["route_id"])
+    snapshot = await probe.snapshot()
+    assert (snapshot.state, snapshot.probe_token is not None) == ("retrying", True)
+    probed = {c["route_id"] for c in calls}
+    waiting = [await r.snapshot() for r in routes if r.route_id not in probed]
+    assert {(s.state, s.reason) for s in waiting} <= PARKED
+    return probe
+
+
+async def release_and_drain(
+    runtime: RecoveryRuntime, connection: redis.Redis, probe: RouteHandle, routes: list[Any]
+) -> None:
+    """The probe's success releases the others; every route is then dispatched."""
+    await probe.report_success((await probe.snapshot()).generation)
+
+    async def all_dispatched() -> bool:
+        calls = dispatched(connection, runtime.key_prefix)
+        return len({c["route_id"] for c in calls}) == len(routes)
+
+    await wait_until(all_dispatched, TIMEOUT_S, redis_url=runtime.url)
+
+
+def once_each(connection: redis.Redis, prefix: str) -> Counter[tuple[str, int, int]]:
+    calls = dispatched(connection, prefix)
+    attempts = Counter((c["route_id"], c["generation"], c["ordinal"]) for c in calls)
+    assert set(attempts.values()) == {1}, attempts  # every attempt at most once
+    return attempts
+
+
+async def the_circuit(runtime: RecoveryRuntime, routes: list[RouteHandle]) -> Any:
+    """The circuit the fleet waits on, read from Redis."""
+    snapshot = await routes[0].snapshot()
+    async with CircuitStore.connect(runtime.url, keys=KeySpace(runtime.key_prefix)) as store:
+        for view in await store.all_circuits():
+            if view.resource_id == snapshot.circuit:
+                return view
+    raise AssertionError(f"no circuit {snapshot.circuit}")
+
+
+def test_the_circuit_host_is_named_recorded_owns_the_writes_and_releases_through_each_routes_host(
+    runtime: RecoveryRuntime, connection: redis.Redis
+) -> None:
+    routes = fleet(runtime)
+    record = read_installation(connection, KeySpace(runtime.key_prefix))
+    assert record is not None
+    assert record.circuit_host_names == (circuit_host_name(runtime.key_prefix, 0),)
+    host = circuit_host(runtime)
+    assert ray.get(host.deliveries.remote()) == (0, 0)
+
+    async def scenario() -> None:
+        reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+        await park_all(routes, reset)
+        probe = await the_probe(runtime, connection, routes)
+        await release_and_drain(runtime, connection, probe, routes)
+
+    asyncio.run(scenario())
+    once_each(connection, runtime.key_prefix)
+    view = asyncio.run(the_circuit(runtime, routes))
+    assert view.status is CircuitStatus.CLOSED
+    # both route hosts had parked routes: each was told of its own
+    delivered, sending = ray.get(host.deliveries.remote())
+    assert (delivered, sending) == (2, 0)
+
+
+def test_a_circuit_host_killed_while_its_circuit_is_open_restarts_and_still_probes_once(
+    runtime: RecoveryRuntime, connection: redis.Redis
+) -> None:
+    routes = fleet(runtime)
+    host = circuit_host(runtime)
+    before = ray.get(host.process_id.remote())
+
+    async def scenario() -> None:
+        reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
+        await park_all(routes, reset)
+        ray.kill(host, no_restart=False)  # Ray restarts it; it rehydrates from Redis
+        assert await host.ready.remote() >= 1  # it owns the open circuit again
+        assert await host.process_id.remote() != before
+        probe = await the_probe(runtime, connection, routes)
+        await release_and_drain(runtime, connection, probe, routes)
+
+    asyncio.run(scenario())
+    once_each(connection, runtime.key_prefix)
+
+
+def test_a_release_lost_with_its_circuit_host_is_given_again_by_the_restarted_host(
+    runtime: RecoveryRuntime, connection: redis.Redis
+) -> None:
+    routes = fleet(runtime)
+    host = circuit_host(runtime)
+
+    async def scenario() -> None:
+        # the routes' own reset is far: only a release can send them soon
+        reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=50)
+        await park_all(routes, reset)
+        view = await the_circuit(runtime, routes)
+        assert view.parked == len(routes)
+        # a circuit host that closed the circuit and died before telling anyone: the
+        # close is written (as its Lua would), the release never delivered
+        async with CircuitStore.connect(runtime.url, keys=KeySpace(runtime.key_prefix)) as store:
+            after = (view.open_until or datetime.now(UTC)) + timedelta(seconds=1)
+            grant = await store.acquire_probe(view.resource, "lost-host", after, 30)
+            assert isinstance(grant, ProbeGrant)
+            closed = await store.report_probe(view.resource, grant.owner_token, True, after)
+            assert closed.accepted
+            assert closed.view.status is CircuitStatus.CLOSED
+        ray.kill(host, no_restart=False)
+        await host.ready.remote()
+
+        async def all_dispatched() -> bool:
+            calls = dispatched(connection, runtime.key_prefix)
+            return len({c["route_id"] for c in calls}) == len(routes)
+
+        await wait_until(all_dispatched, TIMEOUT_S, redis_url=runtime.url)
+        assert datetime.now(UTC) < reset  # released, not sent at their own deadline
+
+    asyncio.run(scenario())
+    once_each(connection, runtime.key_prefix)
+
+
+def test_a_prober_that_never_reports_loses_its_lease_at_the_ttl_and_exactly_one_new_probe_goes(
+    redis_url: str, connection: redis.Redis
+) -> None:
+    runtime = start_runtime(redis_url, probe_ttl_s=3)
+    try:
+        routes = fleet(runtime)
+
+        async def scenario() -> None:
+            reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+            await park_all(routes, reset)
+            silent = await the_probe(runtime, connection, routes)  # it never reports
+            second = await the_probe(runtime, connection, routes, probes=2)
+            assert second.route_id != silent.route_id
+            await release_and_drain(runtime, connection, second, routes)
+
+        asyncio.run(scenario())
+        once_each(connection, runtime.key_prefix)
+    finally:
+        runtime.shutdown()
+        _delete_prefix(redis_url, KeySpace(runtime.key_prefix))
