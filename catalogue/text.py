@@ -117,12 +117,28 @@ _REPORT_PREFIX = re.compile(
 )
 
 
+# An agent's fixed apology that opens its error report (Warp: "I'm sorry, I couldn't
+# complete that request." over "Request failed with error: QuotaLimit"): what follows it,
+# on its line and under it, is the report, not the model's prose.
+_REPORT_HEADER = re.compile(
+    r"i.?m sorry, i (?:couldn.?t|can.?t|cannot|could not|was unable to) complete "
+    r"(?:that|this|your) request\.?\s*"
+)
+
+
 def report_lines(text: str) -> list[str]:
     """Lines of a chunk that open with an error-report prefix, decoration stripped. A report
-    line that opens a JSON body ("Internal error: {") keeps the body's lines under it."""
+    line that opens a JSON body ("Internal error: {") keeps the body's lines under it. A
+    chunk that opens with an agent's error-report header is that report: everything after
+    the header is kept."""
+    all_lines = text.lower().splitlines()
+    first = next((n for n, line in enumerate(all_lines) if line.strip()), None)
+    if first is not None and (header := _REPORT_HEADER.match(all_lines[first].strip())):
+        rest = [all_lines[first].strip()[header.end() :], *all_lines[first + 1 :]]
+        return [line.strip() for line in rest if line.strip()]
     lines: list[str] = []
     in_body = False
-    for line in text.lower().splitlines():
+    for line in all_lines:
         stripped = _REPORT_DECORATION.sub("", line)
         if _REPORT_PREFIX.match(stripped):
             lines.append(stripped)

@@ -31,6 +31,7 @@ from catalogue._durations import (
     safe_date,
     zone_named,
 )
+from catalogue._foreign_timing import foreign_delay
 from catalogue._structured import (
     UNIFIED,
     codex_reset,
@@ -79,6 +80,9 @@ _RETRY_DELAY_PROTO = re.compile(
 _DELAY_LEAD = re.compile(
     r"(?<![^\W\d_])(?:try\s+again\s+in|retry\s+(?:in|after)|resets?\s+(?:in|after)"
     r"|wait(?:\s+for)?)\b"
+    # "Resets in: 2m27s", "Wait ~30s", "wait about 5 minutes": a colon or an approximation
+    # between the lead and the delay.
+    r"(?::|\s*~|\s+(?:about|approximately|approx\.|around|roughly))?"
 )
 # A delay followed by an attempt counter ("in 5s (attempt 2/5)") is a client countdown.
 _ATTEMPT_AFTER = re.compile(r"[\s.…·,;:()\[\]-]{0,16}attempt\b")
@@ -118,7 +122,9 @@ def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> Timing
     of them has reset (at an equal instant, the first stated). A statement that is no hint
     (a client countdown, a zone-less clock time, one in the past) takes no part. `zone` is
     the zone of the machine the agent ran on: a clock time naming no zone ("try again at
-    9:15 AM") is read in it, and dropped without it."""
+    9:15 AM") is read in it, and dropped without it. When no English lead phrase states a
+    hint, a retry or wait phrase in another language with English units ("请在 30s 后重试",
+    "Réessayez dans 45s") is read (catalogue._foreign_timing)."""
     t = text.lower()
     now = _as_utc(now)
     if (hint := _structured_hint(t, now)) is not None:
@@ -134,6 +140,10 @@ def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> Timing
     if "|" in t and "reached" in t:
         stated.extend(_epoch_hints(t, now))
         stated.sort(key=lambda item: item[0])
+    # A delay in another language's retry phrase, with English units ("请在 30s 后重试").
+    foreign = None if stated else foreign_delay(t)
+    if foreign is not None and (hint := _relative(foreign[0], "text")) is not None:
+        stated.append((foreign[1], hint))
     latest: tuple[datetime, TimingHint] | None = None
     for _, hint in stated:
         latest = _later(latest, hint, now)

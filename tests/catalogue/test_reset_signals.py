@@ -384,3 +384,55 @@ def test_evidence_refuses_a_timezone_that_is_not_an_iana_zone(zone: str) -> None
 def test_evidence_accepts_a_zone_in_any_case() -> None:
     evidence = Evidence(kind=EvidenceKind.STDERR, text="x", timezone="europe/paris")
     assert evidence.zone() is not None
+
+
+# -- delays in other languages' UI text, with English units ------------------------------------
+
+FOREIGN_DELAYS = [
+    ("限流：请在 30s 后重试", 30),
+    ("请求过于频繁，请 1m30s 后再试", 90),
+    ("レート制限: 30s後に再試行してください", 30),
+    ("요청이 너무 많습니다. 10s 후에 다시 시도하세요", 10),
+    ("Limite atteinte. Réessayez dans 45s.", 45),
+    ("Límite de velocidad: inténtalo de nuevo en 20s", 20),
+    ("Aguarde 40s e tente novamente", 40),
+    ("Zu viele Anfragen. Bitte in 2m erneut versuchen.", 120),
+    ("Слишком много запросов, повторите попытку через 15s", 15),
+]
+
+
+@pytest.mark.parametrize(("text", "seconds"), FOREIGN_DELAYS)
+def test_a_delay_in_another_languages_retry_phrase_is_read(text: str, seconds: float) -> None:
+    hint = parse_timing(text, NOW)
+    assert hint is not None
+    assert (hint.retry_after_s, hint.source) == (seconds, "text")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "将在 30s 后自动重试 (3/10)",  # the client's own retry announcement
+        "正在重试，30s 后重试",
+        "冷却中：剩余 30 秒",  # a unit in another script is not read
+        "模型加载耗时 30s 后完成",  # a duration with no retry phrase
+    ],
+)
+def test_a_foreign_client_countdown_or_a_non_english_unit_is_no_hint(text: str) -> None:
+    assert parse_timing(text, NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("Reached message rate limit for this model. Resets in: 2m27s (trace ID: 767a)", 147),
+        ("All accounts temporarily rate-limited. Wait ~30s before retrying.", 30),
+        ("Too many requests, please wait about 2 minutes.", 120),
+    ],
+)
+def test_a_colon_or_an_approximation_after_the_lead_still_reads_the_delay(
+    text: str, seconds: float
+) -> None:
+    # WindsurfAPI relays (dwgx/WindsurfAPI#11, #189) print "Resets in: 30m0s" and "Wait ~30s".
+    hint = parse_timing(text, NOW)
+    assert hint is not None
+    assert hint.retry_after_s == seconds

@@ -83,3 +83,16 @@ def test_tokens_are_ascii_word_runs() -> None:
 def test_report_lines_keep_error_prefixed_lines_and_their_json_body_only() -> None:
     chunk = 'Let me check.\n⎿ Error: {\n  "code": 429\n}\nAll good now.'
     assert report_lines(chunk) == ["error: {", '"code": 429', "}"]
+
+
+def test_a_chunk_opening_with_an_agents_apology_header_is_its_error_report() -> None:
+    # Warp prints its error reports under a fixed apology; the lines after it are the report.
+    chunk = "I'm sorry, I couldn't complete that request.\n\nRequest failed with error: QuotaLimit"
+    assert report_lines(chunk) == ["request failed with error: quotalimit"]
+    same_line = "I'm sorry, I can't complete that request. You've reached your credit limit."
+    assert report_lines(same_line) == ["you've reached your credit limit."]
+
+
+def test_the_apology_later_in_the_prose_is_no_header() -> None:
+    chunk = "Here is the plan.\nI'm sorry, I can't complete that request. It is too vague."
+    assert report_lines(chunk) == []
