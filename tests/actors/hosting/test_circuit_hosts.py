@@ -12,6 +12,7 @@ only guards against a hang."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -114,6 +115,14 @@ async def release_and_drain(
     await wait_until(all_dispatched, TIMEOUT_S, redis_url=runtime.url)
 
 
+async def restarted(host: Any, before: int) -> None:
+    """Wait until the actor answers from a new process (ray.kill returns at once; a call
+    may still reach the old one)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while await host.process_id.remote() == before:
+        assert time.monotonic() < deadline, "the circuit host did not restart"
+
+
 def once_each(connection: redis.Redis, prefix: str) -> Counter[tuple[str, int, int]]:
     calls = dispatched(connection, prefix)
     attempts = Counter((c["route_id"], c["generation"], c["ordinal"]) for c in calls)
@@ -144,13 +153,18 @@ def test_the_circuit_host_is_named_recorded_owns_the_writes_and_releases_through
     async def scenario() -> None:
         reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
         await park_all(routes, reset)
+        parked = await the_circuit(runtime, routes)
+        assert parked.status is CircuitStatus.OPEN
+        assert parked.parked == len(routes)  # parked by the circuit host's writes
         probe = await the_probe(runtime, connection, routes)
         await release_and_drain(runtime, connection, probe, routes)
+        keys = KeySpace(runtime.key_prefix)
+        async with CircuitStore.connect(runtime.url, keys=keys) as store:
+            closed = await store.view(parked.resource)
+        assert closed.status is CircuitStatus.CLOSED
 
     asyncio.run(scenario())
     once_each(connection, runtime.key_prefix)
-    view = asyncio.run(the_circuit(runtime, routes))
-    assert view.status is CircuitStatus.CLOSED
     # both route hosts had parked routes: each was told of its own
     delivered, sending = ray.get(host.deliveries.remote())
     assert (delivered, sending) == (2, 0)
@@ -167,8 +181,8 @@ def test_a_circuit_host_killed_while_its_circuit_is_open_restarts_and_still_prob
         reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
         await park_all(routes, reset)
         ray.kill(host, no_restart=False)  # Ray restarts it; it rehydrates from Redis
+        await restarted(host, before)
         assert await host.ready.remote() >= 1  # it owns the open circuit again
-        assert await host.process_id.remote() != before
         probe = await the_probe(runtime, connection, routes)
         await release_and_drain(runtime, connection, probe, routes)
 
@@ -197,7 +211,9 @@ def test_a_release_lost_with_its_circuit_host_is_given_again_by_the_restarted_ho
             closed = await store.report_probe(view.resource, grant.owner_token, True, after)
             assert closed.accepted
             assert closed.view.status is CircuitStatus.CLOSED
+        before = await host.process_id.remote()
         ray.kill(host, no_restart=False)
+        await restarted(host, before)
         await host.ready.remote()
 
         async def all_dispatched() -> bool:
