@@ -93,6 +93,7 @@ def timeline(
             max((r.released_at - close for r in released.values()), default=0.0) * 1000, 3
         ),
         "planned_slots_per_s": per_s,
+        **spread_ms([r.released_at - close for r in released.values()], "release_written"),
         **spread_ms(lateness, "release_fire"),  # issue 17 names the p50 `release_fire_p50_ms`
         **spread_ms(after_fire, "fire_to_send"),
     }

@@ -50,6 +50,9 @@ from actors.routes.plan import plan
 from actors.routes.quarantine import quarantine_of, quarantine_transition, salvaged_of
 from actors.store.route_store import RouteStore
 
+# A release is written in slot order, this many routes a batch: the first slots are armed
+# while the later ones are still being written (one batch of every route would arm none
+# before all were written, and the first wave starts at the close).
 RELEASE_BATCH: Final = 500
 
 log = logging.getLogger(__name__)
@@ -166,7 +169,9 @@ class BatchRunner:
             try:
                 given += await self.release_one(release)
             except RecoveryError as error:
-                log.warning("release of circuit %s not planned: %s", release[0], error_text(error))
+                log.warning(
+                    "release of circuit %s not planned: %s", release[0].label, error_text(error)
+                )
         return given
 
     async def release_one(self, release: Release) -> list[RouteSnapshot]:
@@ -184,7 +189,7 @@ class BatchRunner:
                 for outcome, (_, command) in zip(outcomes, chunk, strict=True)
                 if isinstance(outcome, RouteSnapshot) and outcome.deadline == command.at
             ]
-            self.circuits.released(moved)
+            await self.circuits.released(release[0], moved, self._context().now)
             given += moved
         return given
 

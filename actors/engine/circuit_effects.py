@@ -68,6 +68,7 @@ from actors.engine.circuit_round import (
 from actors.engine.redelivery import Redelivery
 from actors.errors import CorruptProfileError
 from actors.routes.circuit_board import (
+    REASON_RELEASED,
     CircuitBinding,
     CircuitBoard,
     candidate_key,
@@ -301,21 +302,21 @@ class CircuitEffects:
         before: Sequence[RouteSnapshot],
         after: dict[str, RouteSnapshot],
     ) -> dict[str, Any]:
-        """The routes that now wait on a circuit they did not wait on (a route already
-        parked there, released or re-parked, is in its set already), and those that left."""
+        """The routes that now wait on a circuit's release and were not in its parked set,
+        and those in a parked set that no longer wait on that circuit's release. A
+        released route (its wave slot set) is in no parked set: the circuit's next close
+        must not release it again."""
         parking: dict[str, list[str]] = {}
         leaving: list[tuple[ResourceKey, str]] = []
         for old in before:
             new = after.get(old.route_id)
             if new is None:
                 continue
-            was_parked = old.state in WAITING_STATES and old.circuit is not None
-            parked = new.state in WAITING_STATES and new.circuit is not None
-            still = parked and was_parked and new.circuit == old.circuit
-            if parked and not still and new.circuit is not None:
-                parking.setdefault(new.circuit, []).append(new.route_id)
-            resource = None if old.circuit is None else board.resource(old.circuit)
-            if was_parked and not still and resource is not None:
+            was_parked, parked = _parked_on(old), _parked_on(new)
+            if parked is not None and parked != was_parked:
+                parking.setdefault(parked, []).append(new.route_id)
+            resource = None if was_parked is None else board.resource(was_parked)
+            if resource is not None and parked != was_parked:
                 leaving.append((resource, old.route_id))
         parks = [
             Parking(resource, tuple(route_ids))
@@ -328,7 +329,8 @@ class CircuitEffects:
         """A release plan as route commands: each parked route gets its wave slot as its
         deadline, fenced on the attempt it waits with now (read here; the runner re-reads
         under the route's lock, and a route that moved on meanwhile is left alone)."""
-        circuit, plan_ = release
+        resource, plan_ = release
+        circuit = resource.resource_id
         slots = plan_.slots
         snapshots = await self.routes.snapshots([slot.route_id for slot in slots])
         return [
@@ -339,9 +341,23 @@ class CircuitEffects:
             for slot, s in zip(slots, snapshots, strict=True)
         ]
 
-    def released(self, snapshots: Sequence[RouteSnapshot]) -> None:
-        """The routes a release moved (metrics; a route host arms their timers)."""
+    async def released(
+        self, resource: ResourceKey, snapshots: Sequence[RouteSnapshot], now: datetime
+    ) -> None:
+        """The routes a release moved: counted, seen by `on_released` (a route host arms
+        their timers), and no longer parked (their slot is set: the circuit's next close
+        must not release them again; one that parks again joins the set again)."""
         if self.observer is not None:
             self.observer.released(len(snapshots))
         if self.on_released is not None and snapshots:
             self.on_released(snapshots)
+        unparks = tuple((resource, snapshot.route_id) for snapshot in snapshots)
+        await self.deliver(CircuitRound(now, unparks=unparks))
+
+
+def _parked_on(snapshot: RouteSnapshot) -> str | None:
+    """The circuit whose parked set holds the route: it waits on the circuit and has no
+    wave slot yet."""
+    if snapshot.state not in WAITING_STATES or snapshot.reason == REASON_RELEASED:
+        return None
+    return snapshot.circuit

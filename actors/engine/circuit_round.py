@@ -27,8 +27,8 @@ from circuits import CircuitStatus, FailureLike, ProbeDenied, ProbeGrant, Releas
 
 log = logging.getLogger(__name__)
 
-Release = tuple[str, ReleasePlan]
-"""A closed circuit's resource id and the release plan of its parked routes."""
+Release = tuple[ResourceKey, ReleasePlan]
+"""A closed circuit's resource and the release plan of its parked routes."""
 
 
 class CircuitObserver(Protocol):
@@ -172,7 +172,7 @@ class LocalCircuits:
         self._probe("succeeded" if verdict.success else "failed")
         if outcome.accepted and self.observer is not None:
             self.observer.state_change(outcome.view.status.value, resource.label)
-        return None if outcome.release is None else (resource.resource_id, outcome.release)
+        return None if outcome.release is None else (resource, outcome.release)
 
     async def _failures(self, failures: Failures, now: datetime, rest: _Rest) -> None:
         try:

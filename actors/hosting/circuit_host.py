@@ -130,7 +130,7 @@ class CircuitHost:
 
     def _deliver(self, release: Release) -> None:
         """Tell each parked route's own route host which of its routes to arm, and when."""
-        resource_id, plan = release
+        resource, plan = release
         by_host: dict[int, list[Any]] = defaultdict(list)
         for slot in plan.slots:
             by_host[self._route_owners.index_of(slot.route_id)].append(slot)
@@ -138,7 +138,7 @@ class CircuitHost:
         give_up = last + timedelta(seconds=DELIVERY_GRACE_S)
         loop = asyncio.get_running_loop()
         for host, slots in by_host.items():
-            part = (resource_id, ReleasePlan(budget=plan.budget, waves=(tuple(slots),)))
+            part = (resource, ReleasePlan(budget=plan.budget, waves=(tuple(slots),)))
             task = loop.create_task(self._send(host, part, give_up))
             self._deliveries.add(task)
             task.add_done_callback(self._deliveries.discard)
@@ -153,12 +153,12 @@ class CircuitHost:
                 if self._clock.now() >= give_up:
                     log.error(
                         "release of circuit %s to route host %s given up: %s",
-                        release[0], host, error_text(error),
+                        release[0].label, host, error_text(error),
                     )  # fmt: skip
                     return
                 log.warning(
                     "release of circuit %s to route host %s not taken (sent again): %s",
-                    release[0], host, type(error).__name__,
+                    release[0].label, host, type(error).__name__,
                 )  # fmt: skip
                 await asyncio.sleep(delay)
                 delay = min(DELIVERY_MAX_DELAY_S, delay * 2)
@@ -210,4 +210,4 @@ class CircuitHost:
             wave_fraction=release.wave_fraction, wave_interval=release.wave_interval,
             jitter_fraction=release.jitter_fraction, headroom=release.headroom,
         )  # fmt: skip
-        self._deliver((view.resource_id, plan))
+        self._deliver((view.resource, plan))
