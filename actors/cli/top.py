@@ -231,7 +231,10 @@ def _circuits_line(frame: TopFrame) -> Text:
     if not total:
         return Text("circuits: none", style="bold")
     parts = ", ".join(f"{state} {count}" for state, count in frame.circuits.items())
-    return Text.assemble(("circuits: ", "bold"), f"{parts} (exact)")
+    hosts = "" if frame.circuit_hosts is None else f" · circuit hosts {frame.circuit_hosts}"
+    return Text.assemble(
+        ("circuits: ", "bold"), f"{parts} (exact) · parked now {frame.parked}{hosts}"
+    )
 
 
 def _problem(message: str) -> int:

@@ -55,6 +55,8 @@ class RawReads:
     scan_complete: bool  # the scan went from cursor 0 back to 0 within its budget
     scan_calls: int
     circuit_states: Sequence[str]  # the `state` of every circuit in the index
+    parked: int = 0  # routes in every circuit's parked set
+    circuit_hosts: int | None = None  # from the installation record (None: none recorded)
 
 
 class NextDeadline(BaseModel):
@@ -109,6 +111,8 @@ class TopFrame(BaseModel):
     transitions: TransitionRate
     dispatches: SampledCounts
     circuits: dict[str, int]
+    parked: int = 0
+    circuit_hosts: int | None = None
 
 
 def compute_frame(raw: RawReads) -> TopFrame:
@@ -128,6 +132,8 @@ def compute_frame(raw: RawReads) -> TopFrame:
         transitions=transition_rate(raw),
         dispatches=_sampled(raw, _counts(map(ledger_outcome, raw.ledgers), LEDGER_OUTCOMES)),
         circuits=_counts(raw.circuit_states, CIRCUIT_STATES),
+        parked=raw.parked,
+        circuit_hosts=raw.circuit_hosts,
     )
 
 

@@ -22,6 +22,7 @@ import redis
 
 from actors.cli.top_frame import RawReads
 from actors.keys import RESOURCE_ID_PATTERN, ROUTE_ID_PATTERN, KeySpace
+from actors.store.installation import InstallationRecord
 
 SCAN_COUNT: Final = 1000
 READ_BATCH: Final = 500
@@ -60,7 +61,8 @@ def read_frame(
         pipe.xlen(keys.events)
         pipe.smembers(keys.circuits)
         pipe.zrange(keys.schedules, 0, limits.deadlines - 1)
-        seconds_micros, total, stream_length, circuit_ids, soonest = pipe.execute()
+        pipe.get(keys.installation)
+        seconds_micros, total, stream_length, circuit_ids, soonest, record = pipe.execute()
     now = datetime.fromtimestamp(seconds_micros[0] + seconds_micros[1] / 1e6, UTC)
     route_ids = [_text(member) for member in soonest] if limits.deadlines else []
     resource_ids = sorted(r for r in map(_text, circuit_ids) if _RESOURCE_ID.fullmatch(r))
@@ -72,8 +74,10 @@ def read_frame(
             pipe.hgetall(keys.schedule(route_id))
         for resource_id in resource_ids:
             pipe.hget(keys.circuit(resource_id), "state")
+            pipe.zcard(keys.parked(resource_id))
         overdue, events, *rest = pipe.execute()
-    schedules, circuit_states = rest[: len(route_ids)], rest[len(route_ids) :]
+    schedules, circuit_reads = rest[: len(route_ids)], rest[len(route_ids) :]
+    circuit_states, parked = circuit_reads[0::2], circuit_reads[1::2]
     sample = scan_sample(client, keys, limits.scan_keys, cursor)
     raw = RawReads(
         prefix=keys.prefix,
@@ -90,6 +94,8 @@ def read_frame(
         scan_complete=sample.complete,
         scan_calls=sample.scan_calls,
         circuit_states=[_text(state) for state in circuit_states if state],
+        parked=sum(int(count) for count in parked),
+        circuit_hosts=_circuit_hosts(record),
     )
     return raw, sample.cursor
 
@@ -162,3 +168,13 @@ def _text(value: object) -> str:
 
 def _texts(raw: Mapping[Any, Any] | None) -> dict[str, str]:
     return {_text(name): _text(value) for name, value in (raw or {}).items()}
+
+
+def _circuit_hosts(record: Any) -> int | None:
+    """How many circuit hosts the installation record names (None: none readable)."""
+    if record is None:
+        return None
+    try:
+        return len(InstallationRecord.model_validate_json(record).circuit_host_names)
+    except ValueError:  # an unreadable record: `recovery top` still shows the rest
+        return None

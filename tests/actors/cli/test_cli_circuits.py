@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import redis
 
 from actors.cli.main import main
+from actors.engine.settings import EngineSettings
+from actors.hosting.names import Owners, circuit_host_name
+from actors.store.installation import InstallationRecord, write_installation
 from circuits import CircuitSettings, ResourceKey
 from policy.decisions import utc_iso
 from tests.actors.circuit_fixtures import OTHER, RESOURCE, TTL_S, failure, hard, open_store
@@ -87,13 +91,48 @@ def test_circuits_prints_an_aligned_table(
     assert run(real_backend) == 0
     header, *lines = capsys.readouterr().out.splitlines()
     assert header.split() == [
-        "RESOURCE", "STATE", "OPEN", "UNTIL", "DUE", "PROBE", "HOLDER", "PARKED", "REASON",
+        "RESOURCE", "STATE", "OPEN", "UNTIL", "DUE", "PROBE", "HOLDER", "PARKED", "HOST",
+        "REASON",
     ]  # fmt: skip
     by_label = {line.split()[0]: line for line in lines}
     expiry = iso(real_backend, 90)
     assert f"prober-1 (until {expiry})" in by_label[RESOURCE.label]
     assert "in 14 min" in by_label[OTHER.label]
     assert by_label[IDLE.label].split()[1] == "closed"
+
+
+def record_installation(backend: Backend, circuit_hosts: int) -> tuple[str, ...]:
+    """An installation record under the backend's prefix with `circuit_hosts` hosts."""
+    settings = EngineSettings(key_prefix=backend.keys.prefix, circuit_hosts=circuit_hosts)
+    names = tuple(circuit_host_name(backend.keys.prefix, i) for i in range(circuit_hosts))
+    write_installation(
+        redis.Redis.from_url(str(backend.url)), backend.keys,
+        InstallationRecord(
+            host_names=("route-host:x:0",), circuit_host_names=names, virtual_nodes=64,
+            settings=settings.public(), key_digest=settings.key_digest(), owner="test",
+            started_at=datetime.now(UTC),
+        ),
+    )  # fmt: skip
+    return names
+
+
+@integration
+def test_each_circuit_names_the_circuit_host_that_owns_it_by_the_installations_ring(
+    real_backend: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(real_backend)
+    assert run(real_backend, "--json") == 0  # no installation recorded: no owner known
+    assert {row["host"] for row in json_lines(capsys.readouterr().out)} == {None}
+    names = record_installation(real_backend, 3)
+    assert run(real_backend, "--json") == 0
+    rows = json_lines(capsys.readouterr().out)
+    owners = Owners(3, kind="circuit")
+    assert {row["resource_id"]: row["host"] for row in rows} == {
+        row["resource_id"]: names[owners.index_of(row["resource_id"])] for row in rows
+    }
+    assert run(real_backend) == 0
+    table = capsys.readouterr().out
+    assert all(line.split()[-2] in names for line in table.splitlines()[1:] if "closed" in line)
 
 
 @integration

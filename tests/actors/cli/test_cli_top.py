@@ -138,6 +138,10 @@ def test_once_json_counts_dispatch_outcomes_and_circuits(
             await store.record_failure(RESOURCE, hard(), "route-a", T0)
             await store.record_failure(OTHER, failure("provider_overloaded"), "route-b", T0)
 
+        async with open_store(real_backend) as store:
+            await store.park(RESOURCE, "route-a", T0)
+            await store.park(RESOURCE, "route-e", T0)
+
     asyncio.run(open_two_circuits())
 
     frame = frame_json(real_backend, capsys, "--deadlines", "0")
@@ -147,6 +151,7 @@ def test_once_json_counts_dispatch_outcomes_and_circuits(
     }  # fmt: skip
     assert frame["dispatches"]["exact"] is True
     assert frame["circuits"] == {"closed": 1, "open": 1, "half_open": 0}
+    assert (frame["parked"], frame["circuit_hosts"]) == (2, None)  # no installation recorded
     assert frame["schedules"] == {"pending": 0, "overdue": 0, "next": []}
     assert frame["transitions"]["count"] == 0
 
