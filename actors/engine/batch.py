@@ -175,15 +175,17 @@ class BatchRunner:
         return given
 
     async def release_one(self, release: Release) -> list[RouteSnapshot]:
-        """One release (see `release`); raises a RecoveryError when its routes cannot be
-        read, so that its sender can send it again."""
+        """One release (see `release`), in slot order; raises the StoreUnavailableError of
+        a route Redis could not read or write, so that its sender sends it again (a route
+        given its slot already is left as it is)."""
         if self.circuits is None:
             return []
         given: list[RouteSnapshot] = []
-        commands = await self.circuits.release_commands(release)
+        commands = self.circuits.release_commands(release)
         for start in range(0, len(commands), RELEASE_BATCH):
             chunk = commands[start : start + RELEASE_BATCH]
             outcomes = await self.run(chunk)
+            unavailable = [o for o in outcomes if isinstance(o, StoreUnavailableError)]
             moved = [  # the routes given their slot (not those that had moved on)
                 outcome
                 for outcome, (_, command) in zip(outcomes, chunk, strict=True)
@@ -191,6 +193,8 @@ class BatchRunner:
             ]
             await self.circuits.released(release[0], moved, self._context().now)
             given += moved
+            if unavailable:
+                raise unavailable[0]
         return given
 
     async def _run_round(

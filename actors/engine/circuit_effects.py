@@ -325,21 +325,13 @@ class CircuitEffects:
         ]
         return {"parks": tuple(parks), "unparks": tuple(leaving)}
 
-    async def release_commands(self, release: Release) -> list[tuple[str, ReleaseParked]]:
-        """A release plan as route commands: each parked route gets its wave slot as its
-        deadline, fenced on the attempt it waits with now (read here; the runner re-reads
-        under the route's lock, and a route that moved on meanwhile is left alone)."""
+    def release_commands(self, release: Release) -> list[tuple[str, ReleaseParked]]:
+        """A release plan as route commands, in slot order: each route still parked on the
+        circuit when its command is applied (the runner reads it under its lock) gets its
+        wave slot as its deadline; one that moved on meanwhile is left alone."""
         resource, plan_ = release
         circuit = resource.resource_id
-        slots = plan_.slots
-        snapshots = await self.routes.snapshots([slot.route_id for slot in slots])
-        return [
-            (
-                slot.route_id,
-                ReleaseParked(s.generation, s.attempt_ordinal, circuit, slot.release_at),
-            )
-            for slot, s in zip(slots, snapshots, strict=True)
-        ]
+        return [(slot.route_id, ReleaseParked(circuit, slot.release_at)) for slot in plan_.slots]
 
     async def released(
         self, resource: ResourceKey, snapshots: Sequence[RouteSnapshot], now: datetime

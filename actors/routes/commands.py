@@ -125,11 +125,10 @@ class FireDue(ForAttempt):
 
 @dataclass(frozen=True, slots=True)
 class ReleaseParked:
-    """A circuit closed: the route parked on `circuit` for attempt (generation, ordinal)
-    gets its wave slot `at` as its new deadline; otherwise nothing happens."""
+    """A circuit closed: the route, if still parked on `circuit` (whatever attempt it
+    waits with when this is applied, under its lock), gets its wave slot `at` as its new
+    deadline; otherwise nothing happens."""
 
-    generation: int
-    ordinal: int
     circuit: str
     at: datetime
 

@@ -136,11 +136,10 @@ def repark(snapshot: RouteSnapshot, context: RouteContext, park: Park) -> Transi
 def release_transition(
     snapshot: RouteSnapshot, command: ReleaseParked, context: RouteContext
 ) -> Transition | None:
-    """A closed circuit's wave slot for a route still parked on it for that attempt.
-    The route keeps the host it has: the release joins no host's index."""
+    """A closed circuit's wave slot for a route still parked on it. The route keeps the
+    host it has: the release joins no host's index."""
     if (
         snapshot.state not in WAITING
-        or (snapshot.generation, snapshot.attempt_ordinal) != (command.generation, command.ordinal)
         or snapshot.circuit != command.circuit
         or (snapshot.reason == REASON_RELEASED and snapshot.deadline == command.at)
     ):

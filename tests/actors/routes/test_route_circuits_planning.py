@@ -255,12 +255,12 @@ def test_a_release_moves_only_a_route_parked_on_that_circuit() -> None:
     route = report(started(), T0, board(started(), opened(for_s=600)))
     assert route.circuit is not None
     at = T0 + timedelta(seconds=3)
-    command = ReleaseParked(route.generation, route.attempt_ordinal, route.circuit, at)
+    command = ReleaseParked(route.circuit, at)
     transition = plan(route, command, RouteContext(T0))
     assert transition is not None
     assert transition.host_id is None
     assert transition.route.deadline == at
     assert transition.route.reason == REASON_RELEASED
     assert transition.attempt is None
-    other = ReleaseParked(route.generation, route.attempt_ordinal, "0" * 32, at)
+    other = ReleaseParked("0" * 32, at)
     assert plan(route, other, RouteContext(T0)) is None
