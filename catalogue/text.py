@@ -113,6 +113,7 @@ def _stands_alone(text: str, start: int, end: int) -> bool:
 # An agent message chunk is evidence only when a line of it is itself an error report.
 _REPORT_DECORATION = re.compile(r"^[\s●⏺⎿✕✖✗✘■•·│>*\-\[]*")
 _REPORT_PREFIX = re.compile(
+    r"(?:(?:acp|agent|json-?rpc|rpc)(?: protocol)? )?"
     r"(?:api error|internal error|error|fatal|错误|ошибка|erreur|fehler)\b\s*[:(\[]|api error\b"
 )
 

@@ -96,3 +96,14 @@ def test_a_chunk_opening_with_an_agents_apology_header_is_its_error_report() -> 
 def test_the_apology_later_in_the_prose_is_no_header() -> None:
     chunk = "Here is the plan.\nI'm sorry, I can't complete that request. It is too vague."
     assert report_lines(chunk) == []
+
+
+def test_a_protocol_qualified_error_prefix_opens_a_report() -> None:
+    # codeg prints an ACP JSON-RPC error as "ACP protocol error: Internal error: {" over its body.
+    chunk = 'Agent 错误\nACP protocol error: Internal error: {\n  "message": "stream closed"\n}'
+    assert report_lines(chunk) == [
+        "acp protocol error: internal error: {",
+        '"message": "stream closed"',
+        "}",
+    ]
+    assert report_lines("The ACP protocol error: it happens when the agent crashes.") == []
