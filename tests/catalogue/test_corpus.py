@@ -140,10 +140,12 @@ def test_the_fourth_blind_set_loads_as_evidence_from_threads_no_earlier_set_used
 
 BLIND5 = "bench/data/real_errors.blind5.jsonl"
 BLIND6 = "bench/data/real_errors.blind6.jsonl"
+BLIND7 = "bench/data/real_errors.blind7.jsonl"
 # Each fresh set after the fourth, with the sets collected before it.
 FRESH_SETS = (
     (BLIND5, (*BLIND_SETS, BLIND3, BLIND4)),
     (BLIND6, (*BLIND_SETS, BLIND3, BLIND4, BLIND5)),
+    (BLIND7, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6)),
 )
 
 
