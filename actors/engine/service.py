@@ -27,8 +27,10 @@ are not consulted (as if all were closed).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Final
 
 from actors.clock import Clock
@@ -63,6 +65,9 @@ from catalogue import Classification, Evidence
 from policy import TurnEvidence
 
 PROFILE_UPDATE_ATTEMPTS: Final = 3
+
+
+log = logging.getLogger(__name__)
 
 
 class RouteService:
@@ -226,7 +231,15 @@ class RouteService:
         """Give the routes of a closed circuit's release plan their wave slots (fenced
         route transitions; a route that moved on is left alone): the routes moved. Raises
         a RecoveryError when the routes cannot be read (send it again)."""
-        return await self._runner.release_one(release)
+        arrived = self._clock.now()
+        moved = await self._runner.release_one(release)
+        first = min((slot.release_at for slot in release[1].slots), default=arrived)
+        log.info(
+            "released %d of %d routes of %s: arrived %+.0f ms, armed %+.0f ms from the first slot",
+            len(moved), len(release[1]), release[0].label, _ms(arrived - first),
+            _ms(self._clock.now() - first),
+        )  # fmt: skip
+        return moved
 
     async def run_many(self, items: Sequence[tuple[str, RouteCommand]]) -> list[Outcome]:
         """Carry out a batch of (route id, command), each route's in the given order;
@@ -256,3 +269,7 @@ class ServiceOnLoop:
     ) -> list[Outcome]:
         future = asyncio.run_coroutine_threadsafe(self.service.run_many(items), self.loop)
         return future.result()
+
+
+def _ms(delta: timedelta) -> float:
+    return delta.total_seconds() * 1000
