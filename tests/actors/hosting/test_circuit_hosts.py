@@ -12,6 +12,7 @@ only guards against a hang."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import time
 import uuid
 from collections import Counter
@@ -28,7 +29,8 @@ from actors.hosting.runtime import RecoveryRuntime, RouteHandle
 from actors.keys import KeySpace
 from actors.store.circuit_store import CircuitStore
 from actors.store.installation import read_installation
-from circuits import CircuitSettings, CircuitStatus, ProbeGrant
+from circuits import CircuitSettings, CircuitStatus, ProbeGrant, ResourceKey
+from tests.actors.circuit_fixtures import hard
 from tests.actors.conftest import _delete_prefix
 from tests.actors.hosting.test_runtime_circuits import (
     PARKED,
@@ -247,3 +249,63 @@ def test_a_prober_that_never_reports_loses_its_lease_at_the_ttl_and_exactly_one_
     finally:
         runtime.shutdown()
         _delete_prefix(redis_url, KeySpace(runtime.key_prefix))
+
+
+RACED: Final = 20
+
+
+def _race_directly(job: dict[str, Any], start: Any, out: Any) -> None:
+    """Another OS process of the installation writing circuits itself (as an rq job does):
+    it asks for the lease of every circuit at once, released with the circuit host's
+    caller by a barrier."""
+
+    async def race() -> list[str]:
+        async with CircuitStore.connect(job["url"], keys=KeySpace(job["prefix"])) as store:
+            resources = [ResourceKey.model_validate_json(r) for r in job["resources"]]
+            when = datetime.fromisoformat(job["now"])
+            await asyncio.to_thread(start.wait, TIMEOUT_S)
+            found = await asyncio.gather(
+                *(store.acquire_probe(r, "job-process", when, 30) for r in resources)
+            )
+            return [r.kind for r in found]
+
+    out.put(asyncio.run(race()))
+
+
+def test_a_circuit_host_and_another_process_never_both_hold_a_probe_lease(
+    runtime: RecoveryRuntime,
+) -> None:
+    """Two processes of one installation: the circuit host (Ray) and a process writing
+    circuits directly race for the leases of 20 expired circuits; each has one holder."""
+    keys = KeySpace(runtime.key_prefix)
+    resources = [ResourceKey(provider=f"relay-{n}") for n in range(RACED)]
+
+    async def open_all() -> datetime:
+        latest = datetime.now(UTC)
+        async with CircuitStore.connect(runtime.url, keys=keys) as store:
+            for resource in resources:
+                opened = await store.record_failure(resource, hard(), "route-a", latest)
+                assert opened.open_until is not None
+                latest = max(latest, opened.open_until)
+        return latest + timedelta(seconds=1)
+
+    now = asyncio.run(open_all())
+    context = multiprocessing.get_context("spawn")
+    start, out = context.Barrier(2), context.Queue()
+    job = {
+        "url": runtime.url, "prefix": runtime.key_prefix, "now": now.isoformat(),
+        "resources": [r.model_dump_json() for r in resources],
+    }  # fmt: skip
+    other = context.Process(target=_race_directly, args=(job, start, out))
+    other.start()
+    host = circuit_host(runtime)
+    try:
+        start.wait(TIMEOUT_S)
+        ours = ray.get([host.acquire_probe.remote(r, "circuit-host", now, 30) for r in resources])
+        theirs = out.get(timeout=TIMEOUT_S)
+    finally:
+        other.join(timeout=TIMEOUT_S)
+    ours_granted = [isinstance(result, ProbeGrant) for result in ours]
+    theirs_granted = [kind == "granted" for kind in theirs]
+    assert len(theirs_granted) == RACED
+    assert [a + b for a, b in zip(ours_granted, theirs_granted, strict=True)] == [1] * RACED

@@ -455,6 +455,14 @@ def test_a_route_whose_host_was_killed_for_good_is_fired_and_dispatched_by_its_b
             return ledger.read(AttemptFence("session-1", 1, 1)).fields.get("outcome") == "delivered"
 
         await wait_until(delivered, 30.0, redis_url=runtime.url)
+        second = math.ceil(waiting.deadline.timestamp())
+        job_id = backstop_job_id(keys, HOST, second)
+
+        async def backstop_done() -> bool:  # its result is stored after the dispatch it made
+            job = Job.fetch(job_id, connection=connection, serializer=JSONSerializer)
+            return job.get_status() == "finished"
+
+        await wait_until(backstop_done, 30.0, redis_url=runtime.url)
         return waiting
 
     try:
@@ -465,7 +473,7 @@ def test_a_route_whose_host_was_killed_for_good_is_fired_and_dispatched_by_its_b
             backstop_job_id(keys, HOST, second), connection=connection, serializer=JSONSerializer
         )
         result = job.return_value()
-        assert result is not None
+        assert result is not None, (job.get_status(), job.latest_result())
         assert result["fired"] == ["session-1"]  # the backstop fired it, not the host
         [call] = connection.lrange(calls_key(runtime.key_prefix), 0, -1)
         assert json.loads(call)["route_id"] == "session-1"
