@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 import ray
@@ -28,14 +28,17 @@ def samples(text: str, name: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(name)]
 
 
-async def scrape_until(names: Iterable[str], timeout: float) -> str:
-    """The first scrape that has samples of every name in `names`; TimeoutError when none
-    does within `timeout` (which only guards against a hang)."""
+async def scrape_until(
+    names: Iterable[str], timeout: float, until: Callable[[str], bool] | None = None
+) -> str:
+    """The first scrape that has samples of every name in `names` (and for which `until`,
+    when given, is true); TimeoutError when none does within `timeout` (which only guards
+    against a hang)."""
     wanted = tuple(names)
     started = time.monotonic()
     while True:
         found = await asyncio.to_thread(scrape)
-        if all(samples(found, name) for name in wanted):
+        if all(samples(found, name) for name in wanted) and (until is None or until(found)):
             return found
         if time.monotonic() - started > timeout:
             raise TimeoutError(f"metrics {wanted} not exported within {timeout} s")

@@ -33,6 +33,7 @@ from circuits import CircuitSettings, CircuitStatus, ProbeGrant, ResourceKey
 from tests.actors.circuit_fixtures import hard
 from tests.actors.conftest import _delete_prefix
 from tests.actors.hosting.test_runtime_circuits import (
+    PARK_MARGIN,
     PARKED,
     dispatched,
     park_all,
@@ -153,7 +154,7 @@ def test_the_circuit_host_is_named_recorded_owns_the_writes_and_releases_through
     assert ray.get(host.deliveries.remote()) == (0, 0)
 
     async def scenario() -> None:
-        reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+        reset = datetime.now(UTC).replace(microsecond=0) + PARK_MARGIN
         await park_all(routes, reset)
         parked = await the_circuit(runtime, routes)
         assert parked.status is CircuitStatus.OPEN
@@ -180,7 +181,7 @@ def test_a_circuit_host_killed_while_its_circuit_is_open_restarts_and_still_prob
     before = ray.get(host.process_id.remote())
 
     async def scenario() -> None:
-        reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
+        reset = datetime.now(UTC).replace(microsecond=0) + PARK_MARGIN
         await park_all(routes, reset)
         ray.kill(host, no_restart=False)  # Ray restarts it; it rehydrates from Redis
         await restarted(host, before)
@@ -237,7 +238,7 @@ def test_a_prober_that_never_reports_loses_its_lease_at_the_ttl_and_exactly_one_
         routes = fleet(runtime)
 
         async def scenario() -> None:
-            reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+            reset = datetime.now(UTC).replace(microsecond=0) + PARK_MARGIN
             await park_all(routes, reset)
             silent = await the_probe(runtime, connection, routes)  # it never reports
             second = await the_probe(runtime, connection, routes, probes=2)

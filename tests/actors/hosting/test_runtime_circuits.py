@@ -21,6 +21,7 @@ import redis
 from actors.hosting.runtime import RecoveryRuntime, RouteHandle
 from actors.keys import KeySpace
 from actors.routes.circuit_board import REASON_PARKED
+from actors.store.circuit_store import CircuitStore
 from circuits import CircuitSettings
 from policy import DynamicProfile, Outcome
 from tests.actors.conftest import _delete_prefix
@@ -33,10 +34,14 @@ from tests.actors.route_scenarios import candidate, profile, reset_wait, safe_tu
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
 
 TIMEOUT_S: Final = 60.0
+# The reset the fleet waits for: far enough that every route has reported before it (a
+# reset already past when a report is classified is dropped, as any past hint is).
+PARK_MARGIN: Final = timedelta(seconds=8)
 DELIVER: Final = "tests.actors.fake_dispatcher:deliver"
 ROUTES_PER_HOST: Final = 3
 CIRCUIT_METRICS: Final = (
     "ray_recovery_circuit_state_changes_total",
+    "ray_recovery_circuit_state",
     "ray_recovery_circuit_probes_total",
     "ray_recovery_circuit_parked",
     "ray_recovery_circuit_released_total",
@@ -44,6 +49,14 @@ CIRCUIT_METRICS: Final = (
     "ray_recovery_dispatch_enqueue_seconds",
     "ray_recovery_timer_lateness_seconds",
 )
+
+
+def gauge(text: str, name: str, label: str) -> float | None:
+    """The value of gauge `name` for circuit `label` in a scrape (None: not exported)."""
+    for line in samples(text, name):
+        if f'circuit="{label}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return None
 
 
 def waits_for_resets() -> DynamicProfile:
@@ -114,7 +127,7 @@ def test_parked_routes_on_two_hosts_get_one_probe_then_are_released_and_dispatch
     assert {runtime.host_index(r.route_id) for r in routes} == {0, 1}
 
     async def scenario() -> str:
-        reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+        reset = datetime.now(UTC).replace(microsecond=0) + PARK_MARGIN
         await park_all(routes, reset)
 
         async def probing() -> bool:
@@ -137,7 +150,17 @@ def test_parked_routes_on_two_hosts_get_one_probe_then_are_released_and_dispatch
             return len({c["route_id"] for c in dispatched(connection, prefix)}) == len(routes)
 
         await wait_until(all_dispatched, TIMEOUT_S, redis_url=runtime.url)
-        return await scrape_until(CIRCUIT_METRICS, TIMEOUT_S)
+        keys = KeySpace(prefix)
+        async with CircuitStore.connect(runtime.url, keys=keys) as store:
+            (circuit,) = await store.all_circuits()
+        label = circuit.resource.label
+
+        def settled(text: str) -> bool:  # the gauges of this circuit now: closed, none parked
+            return gauge(text, "ray_recovery_circuit_state{", label) == 0.0 and (
+                gauge(text, "ray_recovery_circuit_parked{", label) == 0.0
+            )
+
+        return await scrape_until(CIRCUIT_METRICS, TIMEOUT_S, until=settled)
 
     text = asyncio.run(scenario())
     calls = dispatched(connection, prefix)
