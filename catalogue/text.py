@@ -33,6 +33,10 @@ def _wraps_mid_word(text: str) -> bool:
 # which rules.py enforces).
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _TOKEN_TABLE = bytes(b if b in _WORD_BYTES else 0x20 for b in range(256))
+# The token every text with a non-ASCII character holds besides its words: the key of rules
+# whose patterns are in a script with no ASCII words (a Chinese UI's message), which would
+# otherwise never be candidates.
+NON_ASCII_TOKEN = b"nonascii_"
 
 
 def tokens_of(text: str) -> set[bytes]:
@@ -49,7 +53,10 @@ _STATUS_NUMBER = re.compile(r"[45]\d\d")
 _STATUS_CONTEXT = re.compile(
     r"(?:status(?: code)?(?: is)?[:= ]\s*\(?|(?:error )?code\"?(?: is)?:?\s*|"
     r"unexpected status |http(?:/[12](?:\.[01])?)?[ :]\s*|"
-    r"httpstatuscode\"?:\s*|<status:\s*|error:?\s*\(?|message:\s*|\n|\[)$"
+    r"httpstatuscode\"?:\s*|<status:\s*|error:?\s*\(?|message:\s*|\n|\[|"
+    # Rust's Debug of a status error (Warp's 'ErrorStatus(500, "")'); a report's opening
+    # decoration (Claude Code's '  ⎿  503 {...}').
+    r"errorstatus\(|^[\s⎿●⏺✕✖•·│>]+)$"
 )
 _STATUS_PHRASE = re.compile(
     r" (?:too many requests|service unavailable|bad gateway|gateway timeout|"
@@ -79,6 +86,8 @@ def make_views(text: str) -> TextViews:
         lowered = lowered.replace("\\r\\n", "\n").replace("\\n", "\n")
     flat = collapse_spaces(lowered)
     tokens = tokens_of(flat)
+    if not flat.isascii():
+        tokens.add(NON_ASCII_TOKEN)
     joined: str | None = None
     if "\n" in lowered and _wraps_mid_word(lowered):
         candidate = collapse_spaces(_LINE_BREAK.sub("", lowered))

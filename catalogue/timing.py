@@ -79,7 +79,9 @@ _RETRY_DELAY_PROTO = re.compile(
 # "await" and "preset" out.
 _DELAY_LEAD = re.compile(
     r"(?<![^\W\d_])(?:try\s+again\s+in|retry\s+(?:in|after)|resets?\s+(?:in|after)"
-    r"|wait(?:\s+for)?)\b"
+    # "please try again after 1 seconds" (Moonshot) is the server's; "if you fixed this,
+    # try again after 5 minutes" is advice.
+    r"|(?<=please\s)try\s+again\s+after|wait(?:\s+for)?)\b"
     # "Resets in: 2m27s", "Wait ~30s", "wait about 5 minutes": a colon or an approximation
     # between the lead and the delay.
     r"(?::|\s*~|\s+(?:about|approximately|approx\.|around|roughly))?"
