@@ -68,6 +68,12 @@ _WEBHOOK = re.compile(
     r"(?P<body>[A-Za-z0-9/_-]+)"
 )
 
+# What the look-behinds of _KEY_DASH and the branches of _KEY_A require before or at the
+# character they scan from: a text holding none of these cannot hold such a key, and is not
+# scanned (a dash or a capital A alone is in most error texts; these prefixes are rare).
+_DASH_PREFIXES = ("sk-", "xai-", "pplx-", "xox", "xapp-", "gl", "GOCSPX-")
+_A_PREFIXES = ("AIza", "AKIA", "ASIA")
+
 _LETTERS: Final = frozenset(string.ascii_letters)
 _DIGITS: Final = frozenset(string.digits)
 
@@ -101,11 +107,11 @@ def redact_key_shapes(text: str) -> str:
     """`text` with every credential recognised by its shape replaced by MARK (a prefix
     that names the kind of key is kept); each pattern is skipped after one substring test
     when it cannot apply."""
-    if "-" in text:
+    if "-" in text and any(map(text.__contains__, _DASH_PREFIXES)):
         text = _KEY_DASH.sub(_prefixed_key, text)
     if "_" in text:
         text = _KEY_UNDERSCORE.sub(_keep_prefix, text)
-    if "A" in text:
+    if "A" in text and any(map(text.__contains__, _A_PREFIXES)):
         text = _KEY_A.sub(_keep_prefix, text)
     if "ya29." in text:
         text = _KEY_OAUTH.sub(_keep_prefix, text)
