@@ -4,10 +4,11 @@
 output or process arguments passes it. It strips control, zero-width and bidi characters,
 collapses blank-line runs, redacts credentials (by shape: catalogue/key_shapes.py; by name,
 catalogue/secret_names.py: headers, assignments quoted or escaped in any way,
-connection-string keys, bearer tokens; URL user info and queries), e-mail addresses and home-path user names, and cuts to
-``MAX_EXCERPT_BYTES`` of UTF-8 ending with "…". It is idempotent: redaction repeats to a
-fixed point and a cut excerpt is returned only once it is one. ``masked_url`` is the form
-in which the project prints a URL (its password masked, the rest kept).
+connection-string keys, bearer tokens; URL user info and queries), e-mail addresses and
+home-path user names, and cuts to ``MAX_EXCERPT_BYTES`` of UTF-8 ending with "…". It is
+idempotent: redaction repeats to a fixed point and a cut excerpt is returned only once it
+is one. ``masked_url`` is the form in which the project prints a URL (its password masked,
+the rest kept).
 
 It runs in every classification, so every redaction pattern is linear and starts with a
 literal (CPython then scans with a fast substring search); word boundaries are checked
