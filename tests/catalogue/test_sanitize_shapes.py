@@ -176,15 +176,13 @@ def test_pathological_megabyte_is_linear_in_cpu_time(name: str) -> None:
     assert len(sanitize(text).encode()) <= MAX_EXCERPT_BYTES
 
 
-# Pieces of the prefixed key shapes, so that random text often holds one and sometimes a
-# whole key: a key the prefilter of redact_key_shapes skips would show here as a match.
+# Pieces of the dash-prefixed key shapes, so that random text often holds one and sometimes
+# a whole key: a key the prefix check of redact_key_shapes skips would show here as a match.
 KEY_PIECES = ["sk-", "ant-", "xai-", "pplx-", "xoxb-", "xapp-", "glpat-", "gloas-", "GOCSPX-"]
-KEY_PIECES += ["AIza", "AKIA", "ASIA", "A", "-", "\\n", " ", "x", "Q7", "abcdefghij0123456789"]
+KEY_PIECES += ["s", "k", "gl", "-", "\\n", " ", "x", "Q7", "abcdefghij0123456789"]
 
 
 @given(st.lists(st.sampled_from(KEY_PIECES), max_size=12).map("".join))
-def test_a_text_the_key_prefixes_rule_out_holds_no_dash_or_a_key(text: str) -> None:
+def test_a_text_the_dash_key_prefixes_rule_out_holds_no_dash_key(text: str) -> None:
     if not any(prefix in text for prefix in key_shapes._DASH_PREFIXES):
         assert key_shapes._KEY_DASH.search(text) is None
-    if not any(prefix in text for prefix in key_shapes._A_PREFIXES):
-        assert key_shapes._KEY_A.search(text) is None
