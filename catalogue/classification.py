@@ -40,6 +40,9 @@ class Classification(BaseModel):
 
 _FIELDS = tuple(Classification.model_fields)
 _ALL_FIELDS = set(_FIELDS)
+# BaseModel defines no __new__: `object.__new__` is what `Classification.__new__` finds,
+# without looking it up through the model's metaclass on every call.
+_new_instance = object.__new__
 _set_attribute = object.__setattr__
 
 
@@ -73,7 +76,7 @@ def adopt_fields(fields: dict[str, Any]) -> Classification:
     """The trusted Classification (see `trusted_classification`) whose fields are `fields`
     itself, taken without a copy: a dict holding every field in field order (a filled copy
     of `field_template`) that nothing else keeps."""
-    built = Classification.__new__(Classification)
+    built = _new_instance(Classification)
     _set_attribute(built, "__dict__", fields)
     _set_attribute(built, "__pydantic_fields_set__", _ALL_FIELDS.copy())
     _set_attribute(built, "__pydantic_extra__", None)

@@ -9,13 +9,10 @@ wrapper rules.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import NamedTuple
 
 from catalogue.classification import Classification, adopt_fields, field_template
 from catalogue.codes import (
@@ -26,10 +23,9 @@ from catalogue.codes import (
     code_info,
 )
 from catalogue.evidence import Evidence, EvidenceKind
+from catalogue.matching import Subject, holds
 from catalogue.prefilter import Prefilter
 from catalogue.rules import (
-    PatternGroup,
-    Probe,
     Rule,
     Tier,
     check_unique,
@@ -39,7 +35,6 @@ from catalogue.rules import (
 )
 from catalogue.sanitize import sanitize
 from catalogue.text import (
-    TextViews,
     make_views,
     report_lines,
     status_in_text,
@@ -50,16 +45,6 @@ from catalogue.timing import HintSource, headers_deny_reset, parse_header_timing
 
 NO_MATCH_RULE = "catalogue.no_match.v1"
 PROSE_RULE = "catalogue.chunk_is_not_an_error_report.v1"
-
-
-class Subject(NamedTuple):
-    """Evidence reduced to what rules look at (a NamedTuple: cheap to build per call)."""
-
-    evidence: Evidence
-    text: str
-    views: TextViews
-    status: int | None
-    combined: str  # the evidence's own text (`Evidence.combined_text`), for the excerpt
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +119,7 @@ class Catalogue:
     def matching(self, subject: Subject) -> Iterator[Rule]:
         """Every rule whose conditions hold, in rank order."""
         for rule in self._candidates(subject):
-            if _holds(rule, subject):
+            if holds(rule, subject):
                 yield rule
 
     def select(self, subject: Subject) -> tuple[Rule | None, tuple[Rule, ...]]:
@@ -146,12 +131,12 @@ class Catalogue:
         # The hot path: stop at the first decisive match instead of collecting them all.
         wrapper: Rule | None = None
         for rule in self._candidates(subject):
-            if not _holds(rule, subject):
-                continue
-            if rule.wrapper:
-                wrapper = wrapper or rule
-            elif wrapper is None or _overrides_wrapper(rule):
-                return rule
+            if holds(rule, subject):
+                if not rule.wrapper:
+                    if wrapper is None or _overrides_wrapper(rule):
+                        return rule
+                elif wrapper is None:
+                    wrapper = rule
         return wrapper
 
     # -- subjects -------------------------------------------------------------------------
@@ -245,112 +230,6 @@ class Catalogue:
             fields["retry_after_s"], fields["reset_at"], fields["hint_source"] = timing
         fields["safe_excerpt"] = sanitize(combined)
         return adopt_fields(fields)
-
-
-def _holds(rule: Rule, subject: Subject) -> bool:
-    """Whether every condition of a candidate rule holds. (A candidate's keys are among the
-    text's tokens: `Catalogue._candidates` found it through them, or it has none.)"""
-    if rule.filters_identity and not _identity_fits(rule, subject):
-        return False
-    views = subject.views
-    texts = views.all
-    if rule.bounded_bytes is not None:
-        if not any(_bounded_match(rule, v) for v in texts):
-            return False
-    elif rule.match_any is not None and not _matches(rule, texts, views.tokens):
-        return False
-    if rule.require_probes and not all(
-        any(p.found_in(v) for v in texts) for p in rule.require_probes
-    ):
-        return False
-    unless = rule.unless_any
-    return unless is None or not any(_finds(unless, rule.unless_probes, v) for v in texts)
-
-
-def _identity_fits(rule: Rule, subject: Subject) -> bool:
-    evidence = subject.evidence
-    return not (
-        (rule.kinds and evidence.kind not in rule.kinds)
-        or (rule.providers and evidence.provider not in rule.providers)
-        or (rule.agents and evidence.agent not in rule.agents)
-        or (rule.status and subject.status not in rule.status)
-        or (rule.exit_codes and evidence.exit_code not in rule.exit_codes)
-        or (rule.headers and not _headers_fit(rule, evidence))
-    )
-
-
-def _headers_fit(rule: Rule, evidence: Evidence) -> bool:
-    for name, pattern in rule.headers:
-        value = evidence.headers.get(name)
-        if not isinstance(value, str) or pattern.search(value.strip().lower()) is None:
-            return False
-    return True
-
-
-def _matches(rule: Rule, views: tuple[str, ...], tokens: AbstractSet[bytes]) -> bool:
-    """Whether a `match` pattern of a rule that has some holds in some view. Only the
-    patterns whose anchor word is among the text's tokens, or whose required literal the
-    view contains, are scanned (a pattern cannot match without them; see
-    catalogue.literals), and those with neither."""
-    if len(views) == 1 and len(views[0]) < SHORT_VIEW:
-        return _matches_short(rule, views[0], tokens)
-    unanchored = rule.match_unanchored
-    if unanchored is not None and _group_finds(unanchored, views):
-        return True
-    if rule.match_literal_groups:
-        for view in views:
-            for literal, group in rule.match_literal_groups:
-                if literal in view and _group_finds(group, (view,)):
-                    return True
-    groups = rule.match_groups
-    return any(_group_finds(groups[w], views) for w in rule.match_group_words.intersection(tokens))
-
-
-def _matches_short(rule: Rule, view: str, tokens: AbstractSet[bytes]) -> bool:
-    """`_matches` on the commonest text: one short view, where each group is scanned as
-    one alternation."""
-    unanchored = rule.match_unanchored
-    if unanchored is not None and unanchored.alternation.search(view) is not None:
-        return True
-    for literal, group in rule.match_literal_groups:
-        if literal in view and group.alternation.search(view) is not None:
-            return True
-    groups = rule.match_groups
-    for word in rule.match_group_words.intersection(tokens):
-        if groups[word].alternation.search(view) is not None:
-            return True
-    return False
-
-
-def _group_finds(group: PatternGroup, views: tuple[str, ...]) -> bool:
-    for view in views:
-        if len(view) < SHORT_VIEW:
-            if group.alternation.search(view) is not None:
-                return True
-        elif any(p.found_in(view) for p in group.probes):
-            return True
-    return False
-
-
-def _bounded_match(rule: Rule, view: str) -> bool:
-    limit = rule.bounded_bytes or 0
-    for probe in rule.match_probes:
-        found = probe.pattern.search(view)
-        if found is not None and 0 < len(found.group("bounded").encode("utf-8")) <= limit:
-            return True
-    return False
-
-
-# Below this length one alternation scan beats a Python-level loop of substring checks.
-SHORT_VIEW = 600
-
-
-def _finds(alternation: re.Pattern[str] | None, probes: tuple[Probe, ...], view: str) -> bool:
-    if alternation is None:
-        return False
-    if len(view) < SHORT_VIEW:
-        return alternation.search(view) is not None
-    return any(p.found_in(view) for p in probes)
 
 
 def _winner(matched: Sequence[Rule]) -> Rule | None:

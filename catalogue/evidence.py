@@ -101,10 +101,12 @@ class Evidence(BaseModel):
         return None if self.timezone is None else zone_named(self.timezone.lower())
 
     def combined_text(self) -> str:
-        """Text and body as one bounded string, the classifier's input."""
-        parts = [p for p in (self.text, self.body) if p]
-        joined = "\n".join(parts)
-        return joined[:MAX_EVIDENCE_CHARS]
+        """Text and body as one bounded string, the classifier's input: the two joined by a
+        line break when both are there."""
+        text, body = self.text, self.body
+        if body:
+            text = f"{text}\n{body}" if text else body
+        return text[:MAX_EVIDENCE_CHARS]
 
 
 def evidence_from_json(data: Mapping[str, Any]) -> Evidence:

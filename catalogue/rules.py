@@ -23,7 +23,7 @@ from catalogue.codes import CATALOGUE_VERSION, CODES, Confidence, Scope, code_in
 from catalogue.errors import RecoveryError
 from catalogue.evidence import EvidenceKind
 from catalogue.literals import anchor_words, required_literals
-from catalogue.scan import scanning
+from catalogue.scan import branches, scanning
 
 RULE_ID = re.compile(r"^[a-z0-9_\-]+(\.[a-z0-9_\-]+)*\.v[0-9]+$")
 KEY = re.compile(r"^[a-z0-9_]+$")
@@ -46,6 +46,10 @@ _DEFAULT_CONFIDENCE = {
 }
 
 
+# From this length a top-level alternation is scanned branch by branch (Probe.found_in).
+LONG_TEXT = 600
+
+
 @dataclass(frozen=True, slots=True)
 class Probe:
     """A pattern, the literals one of which any match contains, and the words (tokens) one
@@ -56,13 +60,15 @@ class Probe:
     literals: tuple[str, ...] | None
     anchors: frozenset[bytes] | None
     scan: re.Pattern[str] = field(compare=False, hash=False, repr=False)
+    # A top-level alternation's branches, scanned one by one on a long text (catalogue.scan).
+    branches: tuple[re.Pattern[str], ...] = field(default=(), compare=False, hash=False, repr=False)
 
     @classmethod
     def of(cls, pattern: re.Pattern[str]) -> Probe:
         literals = required_literals(pattern)
         words = anchor_words(literals)
         anchors = None if words is None else frozenset(w.encode("ascii") for w in words)
-        return cls(pattern, literals, anchors, scanning(pattern))
+        return cls(pattern, literals, anchors, scanning(pattern), branches(pattern))
 
     def possible(self, tokens: AbstractSet[bytes]) -> bool:
         return self.anchors is None or not self.anchors.isdisjoint(tokens)
@@ -71,6 +77,8 @@ class Probe:
         literals = self.literals
         if literals is not None and not any(map(text.__contains__, literals)):
             return False
+        if self.branches and len(text) >= LONG_TEXT:
+            return any(branch.search(text) is not None for branch in self.branches)
         return self.scan.search(text) is not None
 
 

@@ -19,7 +19,7 @@ from re import _constants as sre  # type: ignore[attr-defined]  # idem
 from re import _parser as sre_parse  # type: ignore[attr-defined]  # idem
 from typing import Any
 
-__all__ = ["scanning"]
+__all__ = ["branches", "scanning"]
 
 _WORD = frozenset(map(ord, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"))
 _BOUNDARY = (sre.AT, sre.AT_BOUNDARY)
@@ -80,3 +80,29 @@ def scanning(pattern: re.Pattern[str]) -> re.Pattern[str]:
     except (re.error, RecursionError, OverflowError):
         return pattern
     return compiled
+
+
+def branches(pattern: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
+    """The branches of a pattern that is one top-level alternation (`per ?day|perday|
+    \\bdaily\\b`), each compiled on its own and rewritten as `scanning` rewrites: the text
+    holds a match of `pattern` exactly when it holds one of some branch. Scanning a long
+    text branch by branch lets each search skip to its own literal, where the alternation
+    as a whole has no common one and is tried at every position. Empty when the pattern is
+    no alternation (or cannot be split)."""
+    if pattern.flags & re.IGNORECASE:
+        return ()
+    try:
+        parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+        items = list(parsed.data)
+        if len(items) != 1 or items[0][0] is not sre.BRANCH:
+            return ()
+        out = []
+        for branch in items[0][1][1]:
+            data = list(branch.data)
+            rewritten = _guarded(parsed.state, data)
+            sub = sre_parse.SubPattern(parsed.state, data if rewritten is None else rewritten)
+            compiled: re.Pattern[str] = sre_compile.compile(sub, 0)
+            out.append(compiled)
+    except (re.error, RecursionError, OverflowError):
+        return ()
+    return tuple(out)

@@ -14,7 +14,6 @@ from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 _SPACE_RUN = re.compile(r"\s+")
-_LINE_BREAK = re.compile(r"[ \t]*\r?\n[ \t]*")
 # A terminal wrap inside a word: a word character on both sides of the line break. Only
 # then can removing the break recover something the flat view does not already show.
 # Found from the line break (a literal: a fast scan), the word character before it (and an
@@ -90,15 +89,31 @@ def make_views(text: str) -> TextViews:
         tokens.add(NON_ASCII_TOKEN)
     joined: str | None = None
     if "\n" in lowered and _wraps_mid_word(lowered):
-        candidate = collapse_spaces(_LINE_BREAK.sub("", lowered))
+        candidate = collapse_spaces(_unwrapped(lowered))
         if candidate != flat:
             joined = candidate
             tokens.update(tokens_of(joined))
     return TextViews(flat, joined, tokens, (flat,) if joined is None else (flat, joined))
 
 
+def _unwrapped(text: str) -> str:
+    """`text` with its line breaks removed, each with the spaces and tabs around it (and
+    a CR right before it), up to whitespace at its two ends: the same text once spaces
+    are collapsed as `re.sub(r"[ \\t]*\\r?\\n[ \\t]*", "", text)`. By str methods: that
+    pattern opens with no literal, so a regex scan tries it at every position."""
+    lines = text.split("\n")
+    last = lines.pop()
+    # Stripping the first line's start and the last line's end too only removes
+    # whitespace at the text's ends, which collapsing spaces removes anyway.
+    kept = [(line[:-1] if line.endswith("\r") else line).strip(" \t") for line in lines]
+    kept.append(last.strip(" \t"))
+    return "".join(kept)
+
+
 def status_in_text(lowered: str) -> int | None:
     """An HTTP status stated in the text ("API Error: 529", "status code 429", "[503 ]")."""
+    if "4" not in lowered and "5" not in lowered:
+        return None  # two C-level byte searches instead of a character-class scan
     for match in _STATUS_NUMBER.finditer(lowered):
         start, end = match.span()
         if not _stands_alone(lowered, start, end):

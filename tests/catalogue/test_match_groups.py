@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalogue import default_catalogue
-from catalogue.classifier import _matches
+from catalogue.matching import matches
 from catalogue.rules import Rule
 from catalogue.text import TextViews, make_views
 from tests.catalogue.fixture_data import FIXTURES
@@ -22,7 +22,7 @@ def _agrees(rule: Rule, views: TextViews) -> bool:
     alternation = rule.match_any
     assert alternation is not None
     expected = any(alternation.search(view) for view in views.all)
-    return _matches(rule, views.all, views.tokens) == expected
+    return matches(rule, views.all, views.tokens) == expected
 
 
 def test_grouped_matching_agrees_with_the_alternation_on_every_fixture() -> None:

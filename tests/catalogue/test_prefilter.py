@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalogue import Evidence, EvidenceKind, default_catalogue
-from catalogue.classifier import Catalogue, Subject, _holds
+from catalogue.classifier import Catalogue
 from catalogue.corpus import dev_corpus, evidence_from_row
+from catalogue.matching import Subject, holds
 from catalogue.prefilter import Prefilter, gate_of
 from catalogue.rules import Rule, parse_rule
 from tests.catalogue.fixture_data import load_fixtures
@@ -33,13 +34,13 @@ def exhaustive(catalogue: Catalogue, subject: Subject) -> list[Rule]:
             reached = not rule.key_bytes.isdisjoint(tokens)
         else:
             reached = subject.status in rule.status or evidence.exit_code in rule.exit_codes
-        if reached and _holds(rule, subject):
+        if reached and holds(rule, subject):
             out.append(rule)
     return out
 
 
 def prefiltered(catalogue: Catalogue, subject: Subject) -> list[Rule]:
-    return [rule for rule in catalogue._candidates(subject) if _holds(rule, subject)]
+    return [rule for rule in catalogue._candidates(subject) if holds(rule, subject)]
 
 
 def _agree(evidence: Evidence) -> None:

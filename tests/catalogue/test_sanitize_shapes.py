@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from catalogue import key_shapes
 from catalogue.sanitize import MAX_EXCERPT_BYTES, _redact, sanitize
 from tests.secret_shapes import SHAPES, Shape, leaked
 
@@ -173,3 +174,15 @@ def test_pathological_megabyte_is_linear_in_cpu_time(name: str) -> None:
     # the patterns themselves, past the 16 KiB pre-cut: a quadratic one would take minutes
     assert cpu_seconds(_redact, text) < 5.0  # measured: ≤ 0.3 s
     assert len(sanitize(text).encode()) <= MAX_EXCERPT_BYTES
+
+
+# Pieces of the dash-prefixed key shapes, so that random text often holds one and sometimes
+# a whole key: a key the prefix check of redact_key_shapes skips would show here as a match.
+KEY_PIECES = ["sk-", "ant-", "xai-", "pplx-", "xoxb-", "xapp-", "glpat-", "gloas-", "GOCSPX-"]
+KEY_PIECES += ["s", "k", "gl", "-", "\\n", " ", "x", "Q7", "abcdefghij0123456789"]
+
+
+@given(st.lists(st.sampled_from(KEY_PIECES), max_size=12).map("".join))
+def test_a_text_the_dash_key_prefixes_rule_out_holds_no_dash_key(text: str) -> None:
+    if not any(prefix in text for prefix in key_shapes._DASH_PREFIXES):
+        assert key_shapes._KEY_DASH.search(text) is None

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from catalogue import default_catalogue
 from catalogue.corpus import dev_corpus, evidence_from_row
 from catalogue.literals import required_literals
-from catalogue.scan import scanning
+from catalogue.scan import branches, scanning
 from catalogue.text import make_views
 from tests.catalogue.fixture_data import load_fixtures
 
@@ -105,3 +105,38 @@ def test_a_rewritten_rule_pattern_agrees_on_mixtures_of_rule_literals(
 ) -> None:
     piece = st.one_of(st.sampled_from(LITERALS), st.sampled_from(GLUE))
     _same(re.compile(pattern), "".join(data.draw(st.lists(piece, max_size=10))))
+
+
+# Every rule pattern that is one top-level alternation, with its branches (compiled once).
+SPLIT = {text: parts for text in PATTERNS if (parts := branches(re.compile(text)))}
+
+
+def _found_by_branches(pattern: str, text: str) -> bool:
+    return any(branch.search(text) is not None for branch in SPLIT[pattern])
+
+
+def test_a_split_rule_pattern_finds_a_match_exactly_where_its_branches_do() -> None:
+    assert SPLIT  # the rule set has top-level alternations
+    views = _views()
+    for text in SPLIT:
+        pattern = re.compile(text)
+        for view in views:
+            assert _found_by_branches(text, view) == bool(pattern.search(view)), (text, view)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(sorted(SPLIT)), st.data())
+def test_a_split_rule_pattern_agrees_on_mixtures_of_rule_literals(
+    pattern: str, data: st.DataObject
+) -> None:
+    piece = st.one_of(st.sampled_from(LITERALS), st.sampled_from(GLUE))
+    text = "".join(data.draw(st.lists(piece, max_size=10)))
+    assert _found_by_branches(pattern, text) == bool(re.compile(pattern).search(text))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "count"),
+    [(r"per ?day|perday|\bdaily\b", 3), (r"(?:a|b)c", 0), (r"plain", 0), (r"(?i)a|b", 0)],
+)
+def test_only_a_top_level_alternation_is_split(pattern: str, count: int) -> None:
+    assert len(branches(re.compile(pattern))) == count

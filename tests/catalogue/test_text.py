@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from catalogue.text import _wraps_mid_word, make_views, report_lines, status_in_text, tokens_of
+from catalogue.text import (
+    _unwrapped,
+    _wraps_mid_word,
+    collapse_spaces,
+    make_views,
+    report_lines,
+    status_in_text,
+    tokens_of,
+)
 
 # The one-pattern form of "a terminal wrap inside a word" that `_wraps_mid_word` implements
 # from the line break on (a faster scan).
@@ -18,6 +26,16 @@ _MID_WORD_WRAP = re.compile(r"\w\r?\n[ \t]*\w")
 @given(st.text(alphabet="a_é9 \t\r\n.-", max_size=16))
 def test_a_mid_word_wrap_is_found_as_the_one_pattern_finds_it(text: str) -> None:
     assert _wraps_mid_word(text) == bool(_MID_WORD_WRAP.search(text))
+
+
+# What the joined view removes: a line break with the spaces and tabs around it (and a CR
+# right before it), which `_unwrapped` does by str methods (the pattern has no literal).
+_LINE_BREAK = re.compile(r"[ \t]*\r?\n[ \t]*")
+
+
+@given(st.text(alphabet="a_é9 \t\r\n\x0b.-", min_size=1, max_size=24).filter(lambda t: "\n" in t))
+def test_unwrapping_collapses_to_what_removing_the_line_break_pattern_gives(text: str) -> None:
+    assert collapse_spaces(_unwrapped(text)) == collapse_spaces(_LINE_BREAK.sub("", text))
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,151 @@
+"""Whether one candidate rule holds on one piece of evidence: the classifier's inner loop.
+
+A candidate reached here was found by the prefilter (catalogue.prefilter), so its keys
+are among the text's tokens (or it has none). Its identity filters come first (set
+lookups), then its match patterns by group (catalogue.rules.PatternGroup), then its
+`require` and `unless` patterns. The commonest text is one short view (no terminal wrap,
+under SHORT_VIEW characters): it takes a path of its own with no per-view loop, where each
+group is one C-level alternation scan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Set as AbstractSet
+from typing import NamedTuple
+
+from catalogue.evidence import Evidence
+from catalogue.rules import PatternGroup, Probe, Rule
+from catalogue.text import TextViews
+
+__all__ = ["SHORT_VIEW", "Subject", "holds", "matches"]
+
+# Below this length one alternation scan beats a Python-level loop of substring checks.
+SHORT_VIEW = 600
+
+
+class Subject(NamedTuple):
+    """Evidence reduced to what rules look at (a NamedTuple: cheap to build per call)."""
+
+    evidence: Evidence
+    text: str
+    views: TextViews
+    status: int | None
+    combined: str  # the evidence's own text (`Evidence.combined_text`), for the excerpt
+
+
+def holds(rule: Rule, subject: Subject) -> bool:
+    """Whether every condition of a candidate rule holds."""
+    if rule.filters_identity and not _identity_fits(rule, subject):
+        return False
+    views = subject.views
+    short = views.joined is None and len(views.flat) < SHORT_VIEW
+    texts = views.all
+    if rule.bounded_bytes is not None:
+        if not any(_bounded_match(rule, v) for v in texts):
+            return False
+    elif rule.match_any is not None:
+        found = (
+            _matches_short(rule, views.flat, views.tokens)
+            if short
+            else matches(rule, texts, views.tokens)
+        )
+        if not found:
+            return False
+    if rule.require_probes and not all(
+        any(p.found_in(v) for v in texts) for p in rule.require_probes
+    ):
+        return False
+    unless = rule.unless_any
+    return unless is None or not _excluded(unless, rule.unless_probes, views, short)
+
+
+def _excluded(
+    unless: re.Pattern[str], probes: tuple[Probe, ...], views: TextViews, short: bool
+) -> bool:
+    """Whether an `unless` pattern of a rule holds in some view."""
+    if short:
+        return unless.search(views.flat) is not None
+    return any(_finds(unless, probes, v) for v in views.all)
+
+
+def _identity_fits(rule: Rule, subject: Subject) -> bool:
+    evidence = subject.evidence
+    return not (
+        (rule.kinds and evidence.kind not in rule.kinds)
+        or (rule.providers and evidence.provider not in rule.providers)
+        or (rule.agents and evidence.agent not in rule.agents)
+        or (rule.status and subject.status not in rule.status)
+        or (rule.exit_codes and evidence.exit_code not in rule.exit_codes)
+        or (rule.headers and not _headers_fit(rule, evidence))
+    )
+
+
+def _headers_fit(rule: Rule, evidence: Evidence) -> bool:
+    for name, pattern in rule.headers:
+        value = evidence.headers.get(name)
+        if not isinstance(value, str) or pattern.search(value.strip().lower()) is None:
+            return False
+    return True
+
+
+def matches(rule: Rule, views: tuple[str, ...], tokens: AbstractSet[bytes]) -> bool:
+    """Whether a `match` pattern of a rule that has some holds in some view. Only the
+    patterns whose anchor word is among the text's tokens, or whose required literal the
+    view contains, are scanned (a pattern cannot match without them; see
+    catalogue.literals), and those with neither."""
+    if len(views) == 1 and len(views[0]) < SHORT_VIEW:
+        return _matches_short(rule, views[0], tokens)
+    unanchored = rule.match_unanchored
+    if unanchored is not None and _group_finds(unanchored, views):
+        return True
+    if rule.match_literal_groups:
+        for view in views:
+            for literal, group in rule.match_literal_groups:
+                if literal in view and _group_finds(group, (view,)):
+                    return True
+    groups = rule.match_groups
+    return any(_group_finds(groups[w], views) for w in rule.match_group_words.intersection(tokens))
+
+
+def _matches_short(rule: Rule, view: str, tokens: AbstractSet[bytes]) -> bool:
+    """`matches` on the commonest text: one short view, where each group is scanned as
+    one alternation."""
+    unanchored = rule.match_unanchored
+    if unanchored is not None and unanchored.alternation.search(view) is not None:
+        return True
+    for literal, group in rule.match_literal_groups:
+        if literal in view and group.alternation.search(view) is not None:
+            return True
+    groups = rule.match_groups
+    for word in rule.match_group_words.intersection(tokens):
+        if groups[word].alternation.search(view) is not None:
+            return True
+    return False
+
+
+def _group_finds(group: PatternGroup, views: tuple[str, ...]) -> bool:
+    for view in views:
+        if len(view) < SHORT_VIEW:
+            if group.alternation.search(view) is not None:
+                return True
+        elif any(p.found_in(view) for p in group.probes):
+            return True
+    return False
+
+
+def _bounded_match(rule: Rule, view: str) -> bool:
+    limit = rule.bounded_bytes or 0
+    for probe in rule.match_probes:
+        found = probe.pattern.search(view)
+        if found is not None and 0 < len(found.group("bounded").encode("utf-8")) <= limit:
+            return True
+    return False
+
+
+def _finds(alternation: re.Pattern[str] | None, probes: tuple[Probe, ...], view: str) -> bool:
+    if alternation is None:
+        return False
+    if len(view) < SHORT_VIEW:
+        return alternation.search(view) is not None
+    return any(p.found_in(view) for p in probes)
