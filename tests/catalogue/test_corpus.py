@@ -49,6 +49,15 @@ def test_not_provider_rows_accept_any_non_provider_code_or_unclassified() -> Non
     assert not is_right(row, "invalid_request")
 
 
+def test_a_not_provider_row_accepts_its_alt_codes_too() -> None:
+    """CONTRACTS: right is the label or an `alt:` code, and on a not-provider row also any
+    non-provider code (an agent that could not start: alt agent_transport_lost)."""
+    row = {"code": "not_provider_error", "notes": "agent never started. alt: agent_transport_lost."}
+    assert is_right(row, "agent_transport_lost")
+    assert is_right(row, "local_runtime_error")
+    assert not is_right(row, "network_unavailable")
+
+
 def test_rows_become_evidence_as_the_contract_says() -> None:
     row = {
         "kind": "header", "tool": "codex", "provider": "azure-openai", "text": "t",
@@ -141,11 +150,13 @@ def test_the_fourth_blind_set_loads_as_evidence_from_threads_no_earlier_set_used
 BLIND5 = "bench/data/real_errors.blind5.jsonl"
 BLIND6 = "bench/data/real_errors.blind6.jsonl"
 BLIND7 = "bench/data/real_errors.blind7.jsonl"
+BLIND8 = "bench/data/real_errors.blind8.jsonl"
 # Each fresh set after the fourth, with the sets collected before it.
 FRESH_SETS = (
     (BLIND5, (*BLIND_SETS, BLIND3, BLIND4)),
     (BLIND6, (*BLIND_SETS, BLIND3, BLIND4, BLIND5)),
     (BLIND7, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6)),
+    (BLIND8, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7)),
 )
 
 
