@@ -46,6 +46,7 @@ import gc
 import logging
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, cast
 
 import ray
@@ -108,6 +109,8 @@ class RouteHost:
         self._dispatcher = settings.dispatcher
         self._queue_name = settings.queue_name or DEFAULT_QUEUE
         self._sync: redis.Redis | None = None  # rq's client, created on first dispatch
+        # rq's enqueue is sync Python: one thread, so enqueues never starve the loop's timers
+        self._enqueuing = ThreadPoolExecutor(1, thread_name_prefix="recovery-enqueue")
         self._clock = clock or SystemClock()
         self._keys = settings.keys
         self._redis_url = redis_url
@@ -206,6 +209,7 @@ class RouteHost:
         await self._effects.redelivery.aclose()
         await self._store.aclose()
         await self._circuits.aclose()
+        self._enqueuing.shutdown(wait=False)
         if self._sync is not None:
             self._sync.close()
 
@@ -350,7 +354,9 @@ class RouteHost:
             return
         dispatcher = self._dispatcher
         try:
-            jobs = await asyncio.to_thread(lambda: [self._enqueue(s, dispatcher) for s in retrying])
+            jobs = await self._loop.run_in_executor(
+                self._enqueuing, lambda: [self._enqueue(s, dispatcher) for s in retrying]
+            )
         except (RedisError, RecoveryError) as error:  # reconciliation enqueues them later
             log.warning("dispatch of %d routes not enqueued: %s", len(retrying), error_text(error))
             return
