@@ -65,13 +65,6 @@ def runtime(redis_url: str) -> Iterator[RecoveryRuntime]:
     _delete_prefix(redis_url, KeySpace(started.key_prefix))
 
 
-@pytest.fixture
-def connection(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 def circuit_host(runtime: RecoveryRuntime) -> Any:
     return ray.get_actor(circuit_host_name(runtime.key_prefix, 0), namespace=NAMESPACE)
 

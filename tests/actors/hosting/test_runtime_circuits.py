@@ -76,13 +76,6 @@ def runtime(redis_url: str) -> Iterator[RecoveryRuntime]:
     _delete_prefix(redis_url, KeySpace(started.key_prefix))
 
 
-@pytest.fixture
-def connection(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 def spread_routes(runtime: RecoveryRuntime) -> list[str]:
     """ROUTES_PER_HOST route ids owned by each host."""
     by_host: dict[int, list[str]] = {0: [], 1: []}
