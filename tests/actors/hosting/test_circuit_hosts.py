@@ -24,6 +24,7 @@ import pytest
 import ray
 import redis
 
+from actors.hosting.installation import wait_gone
 from actors.hosting.names import NAMESPACE, circuit_host_name
 from actors.hosting.runtime import RecoveryRuntime, RouteHandle
 from actors.keys import KeySpace
@@ -38,9 +39,11 @@ from tests.actors.hosting.test_runtime_circuits import (
     dispatched,
     park_all,
     spread_routes,
+    waits_for_resets,
 )
 from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
 from tests.actors.redis_waits import wait_until
+from tests.actors.route_scenarios import safe_turn, usage_limit
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
 
@@ -303,3 +306,37 @@ def test_a_circuit_host_and_another_process_never_both_hold_a_probe_lease(
     theirs_granted = [kind == "granted" for kind in theirs]
     assert len(theirs_granted) == RACED
     assert [a + b for a, b in zip(ours_granted, theirs_granted, strict=True)] == [1] * RACED
+
+
+def test_circuit_writes_a_dead_circuit_host_could_not_take_are_sent_again_once_it_is_back(
+    runtime: RecoveryRuntime,
+) -> None:
+    """The circuit host is gone for good (killed, no restart, the keeper paused): a usage
+    limit's circuit opening cannot be delivered. It is not lost: once the keeper has
+    recreated the host, the route host's redelivery writes it."""
+    assert runtime._keeper is not None
+    runtime._keeper.stop()  # nothing recreates the host until the test heals it
+    ray.kill(circuit_host(runtime), no_restart=True)
+    wait_gone(circuit_host_name(runtime.key_prefix, 0))
+    route = runtime.route("session-redelivered")
+    keys = KeySpace(runtime.key_prefix)
+
+    async def report() -> None:
+        reset = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=30)
+        invocation = "inv-redelivered"
+        await route.start(waits_for_resets(), caller="kanban", invocation_id=invocation)
+        waiting = await route.report_failure(
+            1, usage_limit(reset), safe_turn(), caller="kanban", invocation_id=invocation
+        )
+        assert waiting.state == "waiting_for_reset"  # its own reset wait: durable already
+        async with CircuitStore.connect(runtime.url, keys=keys) as store:
+            assert await store.all_circuits() == []  # the opening was not delivered
+
+    asyncio.run(report())
+    runtime._heal()  # what the keeper's next round does: the circuit host is back
+
+    async def opened() -> bool:
+        async with CircuitStore.connect(runtime.url, keys=keys) as store:
+            return any(v.status is CircuitStatus.OPEN for v in await store.all_circuits())
+
+    asyncio.run(wait_until(opened, TIMEOUT_S, redis_url=runtime.url))
