@@ -66,9 +66,10 @@ MAX_HINT_SECONDS = 30 * 24 * 3600
 _MAX_HINT = timedelta(seconds=MAX_HINT_SECONDS)
 
 # Gemini RetryInfo, as JSON (quotes possibly escaped once or more), as a Python dict repr
-# ({'retryDelay': '47s'}, as google-genai's ClientError prints it) or as protobuf text.
+# ({'retryDelay': '47s'}, as google-genai's ClientError prints it, its value possibly on the
+# next line of a rich traceback box: "'retryDelay':   │ │\n│ │   '59s'") or as protobuf text.
 _RETRY_DELAY_JSON = re.compile(
-    r"""\\*["']retrydelay\\*["']\s*:\s*\\*["'](\d{1,12}(?:\.\d{1,12})?)s\\*["']"""
+    r"""\\*["']retrydelay\\*["']\s*:[\s│┃]*\\*["'](\d{1,12}(?:\.\d{1,12})?)s\\*["']"""
 )
 _RETRY_DELAY_PROTO = re.compile(
     r"retry_delay\s*\{\s*seconds:\s*(\d{1,12})(?:\s+nanos:\s*(\d{1,9}))?\s*\}"

@@ -93,6 +93,9 @@ def test_repeated_units_end_a_duration() -> None:
         ('{\\"@type\\": \\"RetryInfo\\",\\n \\"retryDelay\\": \\"26s\\"\\n}', 26),
         ('{"retryDelay":"0.5s"}', 0.5),
         ("retry_delay {\n  seconds: 26\n}", 26),
+        # A rich-rendered traceback box puts the value on the next line
+        # (llmsresearch/paperbanana#10).
+        ("'RetryInfo', 'retryDelay':          │ │\n│ │               '59s'}]}})>", 59),
         ("retry_delay {\n  seconds: 26\n  nanos: 500000000\n}", 26.5),
     ],
 )
