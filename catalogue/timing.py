@@ -66,9 +66,10 @@ MAX_HINT_SECONDS = 30 * 24 * 3600
 _MAX_HINT = timedelta(seconds=MAX_HINT_SECONDS)
 
 # Gemini RetryInfo, as JSON (quotes possibly escaped once or more), as a Python dict repr
-# ({'retryDelay': '47s'}, as google-genai's ClientError prints it) or as protobuf text.
+# ({'retryDelay': '47s'}, as google-genai's ClientError prints it, its value possibly on the
+# next line of a rich traceback box: "'retryDelay':   │ │\n│ │   '59s'") or as protobuf text.
 _RETRY_DELAY_JSON = re.compile(
-    r"""\\*["']retrydelay\\*["']\s*:\s*\\*["'](\d{1,12}(?:\.\d{1,12})?)s\\*["']"""
+    r"""\\*["']retrydelay\\*["']\s*:[\s│┃]*\\*["'](\d{1,12}(?:\.\d{1,12})?)s\\*["']"""
 )
 _RETRY_DELAY_PROTO = re.compile(
     r"retry_delay\s*\{\s*seconds:\s*(\d{1,12})(?:\s+nanos:\s*(\d{1,9}))?\s*\}"
@@ -76,9 +77,11 @@ _RETRY_DELAY_PROTO = re.compile(
 # Phrases a server uses before a delay, matched only where `_lead_starts` found a keyword
 # (str.find is ~20x faster than searching for an alternation). "Retrying in" (a client
 # countdown) matches none: "retry" must be followed by whitespace. The lookbehind keeps
-# "await" and "preset" out.
+# "await" and "preset" out, and an identifier that ends in "retry": tenacity's and
+# LangChain's "Retrying <module>._completion_with_retry in 4.0 seconds as it raised ..."
+# names the client's own function, then its own backoff.
 _DELAY_LEAD = re.compile(
-    r"(?<![^\W\d_])(?:try\s+again\s+in|retry\s+(?:in|after)|resets?\s+(?:in|after)"
+    r"(?<![^\W\d])(?:try\s+again\s+in|retry\s+(?:in|after)|resets?\s+(?:in|after)"
     # "please try again after 1 seconds" (Moonshot) is the server's; "if you fixed this,
     # try again after 5 minutes" is advice.
     r"|(?<=please\s)try\s+again\s+after|wait(?:\s+for)?)\b"
@@ -226,10 +229,18 @@ def _delay_at(t: str, start: int) -> TimingHint | None:
     return _relative(parsed[0], "text")
 
 
+# A client announcing what it will do itself ("429; will retry in 10s", "going to try again
+# in 30 seconds"): its own backoff, where a server asks the caller ("please retry in").
+_CLIENT_WILL = re.compile(r"(?:\bwill|'ll|\bgoing\s+to|\bshall)\s+(?:auto(?:matically)?\s+)?$")
+
+
 def _client_retry_line(t: str, start: int) -> bool:
     """Whether a "retry in/after" lead opens a line of its own after other output: a
     client's backoff line printed under the error (aider's "Retry in 0.7 seconds."), where a
-    server states its delay inside its message ("Please retry in 38s")."""
+    server states its delay inside its message ("Please retry in 38s"); or whether a client
+    announces it will retry by itself ("will retry in 10s")."""
+    if t.startswith(("retry", "try"), start) and _CLIENT_WILL.search(t, max(0, start - 24), start):
+        return True  # "your quota will reset after 53s" is the server's
     if not t.startswith("retry", start):
         return False
     at = start - 1

@@ -93,6 +93,9 @@ def test_repeated_units_end_a_duration() -> None:
         ('{\\"@type\\": \\"RetryInfo\\",\\n \\"retryDelay\\": \\"26s\\"\\n}', 26),
         ('{"retryDelay":"0.5s"}', 0.5),
         ("retry_delay {\n  seconds: 26\n}", 26),
+        # A rich-rendered traceback box puts the value on the next line
+        # (llmsresearch/paperbanana#10).
+        ("'RetryInfo', 'retryDelay':          │ │\n│ │               '59s'}]}})>", 59),
         ("retry_delay {\n  seconds: 26\n  nanos: 500000000\n}", 26.5),
     ],
 )
@@ -226,6 +229,57 @@ def test_iso_instant_with_an_offset_is_a_reset_instant(text: str, expected: date
 )
 def test_client_countdown_is_not_a_server_hint(text: str) -> None:
     assert parse_timing(text, NOW) is None
+
+
+# SDK retry logs: the client names its own function or request, then its own backoff.
+SDK_RETRY_LOGS = [
+    # tenacity, as LangChain's *_with_retry wrappers log it (assafelovic/gpt-researcher#518).
+    "Retrying langchain_google_genai.chat_models._achat_with_retry.<locals>._achat_with_retry "
+    "in 2.0 seconds as it raised ResourceExhausted: 429 Resource has been exhausted "
+    "(e.g. check quota)..",
+    "Retrying langchain.chat_models.openai.ChatOpenAI.completion_with_retry.<locals>."
+    "_completion_with_retry in 4.0 seconds as it raised RateLimitError: Rate limit reached "
+    "for default-gpt-3.5-turbo in organization org-XXXX on requests per min. Limit: 3 / min.",
+    "WARNING:tenacity:Retrying __main__.call_with_retry in 8.0 seconds as it raised "
+    "RateLimitError: Error code: 429.",
+    "Finished call to 'app.llm.ask_with_retry' after 12.503(s), this was the 3rd time calling it.",
+    # openai-python's and anthropic-sdk-python's shared base client.
+    "INFO:openai._base_client:Retrying request to /chat/completions in 0.942000 seconds",
+    "INFO:anthropic._base_client:Retrying request to /v1/messages in 0.812345 seconds",
+    # the backoff library's on_backoff log.
+    "Backing off call_api(...) for 1.2s (openai.error.RateLimitError: Rate limit reached)",
+    "Backing off _request(...) for 0.8s (requests.exceptions.HTTPError: 429 Client Error)",
+    # a client announcing its own retry.
+    "Request failed with 429; will retry in 10s",
+    "rate limited, going to retry in 30 seconds",
+]
+
+
+@pytest.mark.parametrize("text", SDK_RETRY_LOGS)
+def test_sdk_retry_log_is_not_a_server_hint(text: str) -> None:
+    assert parse_timing(text, NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        # The server's own delay inside the exception tenacity or backoff reports.
+        (SDK_RETRY_LOGS[1] + " Please try again in 20s.", 20.0),
+        (
+            SDK_RETRY_LOGS[4] + "\nopenai.RateLimitError: Error code: 429 - {'error': {'message': "
+            "'Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29000, "
+            "Requested 2000. Please try again in 2s.'}}",
+            2.0,
+        ),
+        ("Backing off call_api(...) for 1.2s (RateLimitError: Please try again in 7.2s.)", 7.2),
+        ("429 Too Many Requests: retry after 30 seconds", 30.0),
+        ("You exceeded your current quota. Please retry in 38.5s.", 38.5),
+    ],
+)
+def test_server_hint_inside_an_sdk_retry_log_still_counts(text: str, seconds: float) -> None:
+    hint = parse_timing(text, NOW)
+    assert hint is not None
+    assert hint.retry_after_s == seconds
 
 
 @pytest.mark.parametrize(
