@@ -151,12 +151,14 @@ BLIND5 = "bench/data/real_errors.blind5.jsonl"
 BLIND6 = "bench/data/real_errors.blind6.jsonl"
 BLIND7 = "bench/data/real_errors.blind7.jsonl"
 BLIND8 = "bench/data/real_errors.blind8.jsonl"
+BLIND9 = "bench/data/real_errors.blind9.jsonl"
 # Each fresh set after the fourth, with the sets collected before it.
 FRESH_SETS = (
     (BLIND5, (*BLIND_SETS, BLIND3, BLIND4)),
     (BLIND6, (*BLIND_SETS, BLIND3, BLIND4, BLIND5)),
     (BLIND7, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6)),
     (BLIND8, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7)),
+    (BLIND9, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8)),
 )
 
 
