@@ -239,7 +239,7 @@ class CircuitEffects:
         """Send `round_` to the circuits' owner; its undelivered rest is sent again."""
         if not round_:
             return []
-        applied = await self.port.apply(round_)
+        applied = await self.port.apply_round(round_)
         if applied.undelivered is not None:
             self.redelivery.add(applied.undelivered)
         return list(applied.releases)

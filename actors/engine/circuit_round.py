@@ -128,7 +128,7 @@ class CircuitPort(Protocol):
         self, resource: ResourceKey, holder: str, now: datetime, ttl_s: float
     ) -> ProbeGrant | ProbeDenied: ...
 
-    async def apply(self, round_: CircuitRound) -> Applied: ...
+    async def apply_round(self, round_: CircuitRound) -> Applied: ...
 
 
 @dataclass
@@ -146,7 +146,7 @@ class LocalCircuits:
         self._probe("granted" if isinstance(result, ProbeGrant) else "denied")
         return result
 
-    async def apply(self, round_: CircuitRound) -> Applied:
+    async def apply_round(self, round_: CircuitRound) -> Applied:
         rest = _Rest(round_.now)
         releases = [r for v in round_.verdicts if (r := await self._verdict(v, round_, rest))]
         for failures in round_.failures:

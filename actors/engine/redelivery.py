@@ -122,7 +122,7 @@ class Redelivery:
 
     async def _send(self, round_: CircuitRound) -> CircuitRound | None:
         try:
-            applied = await self.port.apply(round_)
+            applied = await self.port.apply_round(round_)
         except Exception as error:  # the owner's own failure: keep it all for later
             log.warning("circuit redelivery failed: %s", type(error).__name__)
             return round_

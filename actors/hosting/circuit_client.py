@@ -67,7 +67,7 @@ class ActorCircuits:
             return ProbeDenied(reason=DenialReason.COOLING_DOWN, retry_at=retry_at)
         return found
 
-    async def apply(self, round_: CircuitRound) -> Applied:
+    async def apply_round(self, round_: CircuitRound) -> Applied:
         parts = round_.split(self.owners.index_of)
         rests = await asyncio.gather(*(self._apply(i, part) for i, part in parts.items()))
         return Applied(undelivered=joined([r for r in rests if r is not None], round_.now))

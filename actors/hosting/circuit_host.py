@@ -121,7 +121,7 @@ class CircuitHost:
         sends it again). The releases its probe successes planned are delivered from
         here, in the background (a route host may be waiting on this call)."""
         await self._ready
-        applied = await self._circuits.apply(round_)
+        applied = await self._circuits.apply_round(round_)
         for release in applied.releases:
             self._deliver(release)
         return applied.undelivered

@@ -73,8 +73,8 @@ def test_a_failure_delivered_twice_counts_once(backend: Backend) -> None:
         async with open_store(backend) as store:
             circuits = LocalCircuits(store)
             round_ = CircuitRound(NOW, failures=(capacity("r1"), capacity("r2")))
-            first = await circuits.apply(round_)
-            again = await circuits.apply(round_)
+            first = await circuits.apply_round(round_)
+            again = await circuits.apply_round(round_)
             assert first == again == Applied()
             view = await store.view(RESOURCE)
             assert [m.route_id for m in view.state.recent_failures] == ["r1", "r2"]
@@ -87,7 +87,7 @@ def test_what_redis_refuses_comes_back_undelivered_never_dropped() -> None:
     async def scenario() -> None:
         # nothing listens on port 1: every command is refused, with no retries
         async with CircuitStore.connect("redis://127.0.0.1:1", timeout_s=0.2) as store:
-            applied = await LocalCircuits(store).apply(a_round())
+            applied = await LocalCircuits(store).apply_round(a_round())
         assert applied.releases == ()
         assert applied.undelivered == a_round()
 
@@ -106,7 +106,7 @@ class _FlakyPort:
     ) -> ProbeGrant | ProbeDenied:
         raise AssertionError("not used")
 
-    async def apply(self, round_: CircuitRound) -> Applied:
+    async def apply_round(self, round_: CircuitRound) -> Applied:
         if self.failures > 0:
             self.failures -= 1
             return Applied(undelivered=round_)
