@@ -93,7 +93,6 @@ from actors.routes.eligibility import candidate_resources
 from actors.routes.models import WAITING_STATES, RouteSnapshot
 from actors.routes.profiles import RouteProfile, profile_from_json
 from actors.store.circuit_store import CircuitStore
-from actors.store.route_store import RouteStore
 from circuits import ResourceKey
 
 __all__ = ["CircuitEffects", "CircuitObserver", "Release"]
@@ -107,7 +106,6 @@ class CircuitEffects:
     def __init__(
         self,
         circuits: CircuitStore,
-        routes: RouteStore,
         binding: CircuitBinding,
         *,
         port: CircuitPort | None = None,
@@ -117,7 +115,6 @@ class CircuitEffects:
         """Effects reading `circuits` and writing through `port`, the circuits' owner
         (None: this process, straight to `circuits`, with `observer` seeing the writes)."""
         self.circuits = circuits
-        self.routes = routes
         self.binding = binding
         self.observer = observer
         self.port: CircuitPort = port or LocalCircuits(circuits, observer)

@@ -41,7 +41,7 @@ from actors.hosting.metrics import circuit_metrics
 from actors.hosting.names import NAMESPACE, Owners, host_name
 from actors.routes.circuit_models import CircuitView
 from actors.store.circuit_store import CircuitStore
-from circuits import CircuitStatus, ProbeDenied, ProbeGrant, ReleasePlan, ResourceKey, plan_release
+from circuits import CircuitStatus, ProbeDenied, ProbeGrant, ReleasePlan, ResourceKey
 
 DELIVERY_FIRST_DELAY_S: Final = 0.05
 DELIVERY_MAX_DELAY_S: Final = 5.0
@@ -204,10 +204,4 @@ class CircuitHost:
         except RecoveryError as error:
             log.warning("parked routes of %s not read: %s", view.resource.label, error_text(error))
             return
-        release = self._store.release
-        plan = plan_release(
-            parked, self._clock.now(), seed=f"{view.resource_id}:{view.state.lease_epoch}",
-            wave_fraction=release.wave_fraction, wave_interval=release.wave_interval,
-            jitter_fraction=release.jitter_fraction, headroom=release.headroom,
-        )  # fmt: skip
-        self._deliver((view.resource, plan))
+        self._deliver((view.resource, self._store.release_of(parked, self._clock.now(), view)))

@@ -128,7 +128,7 @@ class RouteHost:
         )  # fmt: skip
         port = ActorCircuits(settings.key_prefix, settings.circuit_hosts)
         effects = CircuitEffects(
-            self._circuits, self._store, binding, observer=circuit_metrics(),
+            self._circuits, binding, observer=circuit_metrics(),
             port=port if settings.circuit_hosts else None, on_released=self._released,
         )  # fmt: skip
         self._effects = effects

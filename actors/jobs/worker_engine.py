@@ -76,7 +76,7 @@ class WorkerEngine:
         circuits = CircuitStore.connect(
             url, keys=self.keys, settings=binding.settings, max_connections=STORE_CONNECTIONS
         )
-        return store, CircuitEffects(circuits, store, binding), wakes
+        return store, CircuitEffects(circuits, binding), wakes
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run `coroutine` on the engine's loop; its result, or its exception raised."""

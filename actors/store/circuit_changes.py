@@ -40,6 +40,7 @@ from circuits import (
     FailureLike,
     ProbeDenied,
     ProbeGrant,
+    ReleasePlan,
     ResourceKey,
     machine,
     plan_release,
@@ -199,17 +200,26 @@ class CircuitChanges:
             return ProbeOutcome(accepted=False, view=before)
         if not success:
             return ProbeOutcome(accepted=True, view=written.view)
-        seed = jitter_seed if jitter_seed is not None else self._seed(before)
-        release = plan_release(
-            written.parked,
-            now,
-            seed=seed,
-            wave_fraction=self.release.wave_fraction,
-            wave_interval=self.release.wave_interval,
-            jitter_fraction=self.release.jitter_fraction,
-            headroom=self.release.headroom,
-        )
+        release = self.release_of(written.parked, now, before, jitter_seed=jitter_seed)
         return ProbeOutcome(accepted=True, view=written.view, release=release)
+
+    def release_of(
+        self,
+        parked: Sequence[str],
+        now: datetime,
+        view: CircuitView,
+        *,
+        jitter_seed: int | str | None = None,
+    ) -> ReleasePlan:
+        """The release plan of a closed circuit's `parked` routes (parked order) from
+        `now`, in this store's waves; the jitter seed defaults to one every host derives
+        alike from `view` (the circuit as the close found it)."""
+        seed = jitter_seed if jitter_seed is not None else self._seed(view)
+        return plan_release(
+            parked, now, seed=seed, wave_fraction=self.release.wave_fraction,
+            wave_interval=self.release.wave_interval,
+            jitter_fraction=self.release.jitter_fraction, headroom=self.release.headroom,
+        )  # fmt: skip
 
     async def abandon_probe(
         self, resource: ResourceKey, owner_token: str, now: datetime

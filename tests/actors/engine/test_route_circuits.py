@@ -88,7 +88,7 @@ async def rig(backend: Backend, clock: ManualClock | None = None) -> AsyncIterat
         store = await stack.enter_async_context(backend.store(events_maxlen=100))
         circuits = CircuitStore.connect(backend.url, keys=backend.keys, settings=BINDING.settings)
         stack.push_async_callback(circuits.aclose)
-        effects = CircuitEffects(circuits, store, BINDING)
+        effects = CircuitEffects(circuits, BINDING)
         yield Rig(RouteService(store, clock, circuits=effects), circuits, clock)
 
 

@@ -82,7 +82,7 @@ async def service(backend: Backend) -> AsyncIterator[tuple[RouteService, Circuit
         store = await stack.enter_async_context(backend.store(events_maxlen=100))
         circuits = CircuitStore.connect(backend.url, keys=backend.keys, settings=BINDING.settings)
         stack.push_async_callback(circuits.aclose)
-        effects = CircuitEffects(circuits, store, BINDING)
+        effects = CircuitEffects(circuits, BINDING)
         yield RouteService(store, backend.clock, circuits=effects), circuits
 
 

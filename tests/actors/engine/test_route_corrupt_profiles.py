@@ -31,7 +31,7 @@ def run_with_circuits(
         async with backend.store() as store:
             circuits = CircuitStore(backend.raw(), keys=backend.keys, owns_client=True)
             async with circuits:
-                effects = CircuitEffects(circuits, store, BINDING)
+                effects = CircuitEffects(circuits, BINDING)
                 await scenario(RouteService(store, backend.clock, circuits=effects), backend)
 
     asyncio.run(main())

@@ -65,7 +65,7 @@ class Rig:
                 self.backend.store() as store,
                 CircuitStore.connect(url, keys=self.backend.keys) as circuits,
             ):
-                effects = CircuitEffects(circuits, store, BINDING)
+                effects = CircuitEffects(circuits, BINDING)
                 service = RouteService(store, self.backend.clock, circuits=effects)
                 return await scenario(Session(service, self.backend.clock, R), circuits)
 
