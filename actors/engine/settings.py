@@ -41,6 +41,9 @@ DISPATCH_TIMEOUT_RANGE_S: Final = (1.0, 600.0)
 # route hosts write circuits themselves, under the same Lua fences (no circuit actors).
 DEFAULT_CIRCUIT_HOSTS: Final = 1
 CIRCUIT_HOSTS_RANGE: Final = (0, 16)
+# Long enough for a circuit host to wake a parked route through a route host being
+# restarted (~1-3 s) and for the woken route's probe to take the lease.
+OWNER_WAKE_MARGIN_S: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +103,14 @@ class EngineSettings:
         )
 
     def circuit_binding(self) -> CircuitBinding:
+        """How this installation's routes meet circuits; with circuit hosts, each
+        circuit's host wakes one parked route at its probe time, so parked routes wake
+        by themselves only OWNER_WAKE_MARGIN_S later (a host that never woke one)."""
+        margin = OWNER_WAKE_MARGIN_S if self.circuit_hosts else 0.0
         return circuit_binding(
-            self.installation_key, settings=self.circuit_settings, probe_ttl_s=self.probe_ttl_s
-        )
+            self.installation_key, settings=self.circuit_settings, probe_ttl_s=self.probe_ttl_s,
+            owner_wake_margin_s=margin,
+        )  # fmt: skip
 
     def to_environment(self) -> dict[str, str]:
         """The variable that hands these settings to a worker process."""
@@ -171,6 +179,7 @@ def circuit_binding(
     *,
     settings: CircuitSettings | None = None,
     probe_ttl_s: float = DEFAULT_PROBE_TTL_S,
+    owner_wake_margin_s: float = 0.0,
 ) -> CircuitBinding:
     """The binding of this installation: the HMAC key of credential fingerprints is
     `installation_key`, else $RECOVERY_INSTALLATION_KEY, else a fixed default (every
@@ -181,4 +190,5 @@ def circuit_binding(
         installation_key=key.encode() if key else DEFAULT_INSTALLATION_KEY,
         settings=settings or CircuitSettings(),
         probe_ttl_s=probe_ttl_s,
+        owner_wake_margin_s=owner_wake_margin_s,
     )

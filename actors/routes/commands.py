@@ -134,6 +134,17 @@ class ReleaseParked:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeParked:
+    """The circuit's probe is due and its owner chose this route to ask for the lease:
+    if the route still waits parked on `circuit` (not yet released), its pending attempt
+    is due now, as the probe when the round takes the lease for it, else it parks again;
+    otherwise nothing happens. Sent by the circuit's owner (actors/hosting/circuit_host.py)
+    so that one parked route wakes at the probe time, not all of them."""
+
+    circuit: str
+
+
+@dataclass(frozen=True, slots=True)
 class RetryNow:
     expected_generation: int
     request_id: str | None = None
@@ -245,6 +256,7 @@ RouteCommand = (
     | ReportSuccess
     | FireDue
     | ReleaseParked
+    | ProbeParked
     | RetryNow
     | SkipNow
     | CancelWait
