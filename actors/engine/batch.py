@@ -52,8 +52,9 @@ from actors.store.route_store import RouteStore
 
 # A release is written in slot order, this many routes a batch: the first slots are armed
 # while the later ones are still being written (one batch of every route would arm none
-# before all were written, and the first wave starts at the close).
-RELEASE_BATCH: Final = 500
+# before all were written, and the first wave starts at the close). 100 is about a
+# second of one host's slots at the default budget (a fifth of 1,000 parked a second).
+RELEASE_BATCH: Final = 100
 
 log = logging.getLogger(__name__)
 

@@ -148,6 +148,7 @@ class CircuitHost:
         """Ask the route's own host to wake it for the circuit's probe; False when it did
         not take the lease or could not be asked (the waker tries the next route)."""
         index = self._route_owners.index_of(route_id)
+        self._metrics.probe("woken")
         try:
             took: bool = await self._route_host(index).wake_probe.remote(
                 resource.resource_id, route_id

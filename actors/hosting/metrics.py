@@ -191,7 +191,10 @@ def circuit_metrics() -> CircuitMetrics:
         ),
         probes=Counter(
             "recovery_circuit_probes_total",
-            description="Probe leases granted or denied, and how the probes ended.",
+            description=(
+                "Probe leases granted or denied, parked routes woken to probe, and how the "
+                "probes ended."
+            ),
             tag_keys=("outcome",),
         ),
         parked_routes=Gauge(
