@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -108,7 +109,7 @@ def test_a_provider_name_is_sanitised_onto_one_bounded_line() -> None:
         ("deadline", datetime(2026, 3, 1, 12)),
     ],
 )  # fmt: skip
-def test_facts_of_the_wrong_shape_are_refused_naming_the_field(field: str, value: object) -> None:
+def test_facts_of_the_wrong_shape_are_refused_naming_the_field(field: str, value: Any) -> None:
     with pytest.raises(InvalidCommandError) as caught:
         retry_notice(replace(FACTS, **{field: value}))
     assert caught.value.field == field
