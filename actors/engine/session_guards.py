@@ -26,6 +26,7 @@ session's guard, never under the host's runtime-state lock.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -68,12 +69,14 @@ class Reservation:
 
 @dataclass(frozen=True, slots=True)
 class Retirement:
-    """What a retirement ended: whether a retry or a prompt still owned the session, and
-    the watermark it left."""
+    """What a retirement ended: whether it ended a retry or a prompt, the watermark it
+    left, and whether a later attempt's retry still owns the session (whose notice, the
+    session's one notice, is then that attempt's and stays)."""
 
     had_retry: bool
     had_prompt: bool
     watermark: AttemptFence | None
+    retry_remains: bool = False
 
 
 class SessionEntry:
@@ -114,9 +117,17 @@ class SessionEntry:
         watermark = self.watermark
         return watermark is not None and attempt_order(attempt) <= attempt_order(watermark)
 
+    @property
+    def owner(self) -> AttemptFence | None:
+        """The latest attempt that owns the session (its retry's or its prompt's)."""
+        return latest_attempt(
+            self.retry_attempt, None if self.prompt is None else self.prompt.attempt
+        )
+
     def superseded(self, attempt: AttemptFence) -> bool:
-        """Whether the session's retry is a later attempt than `attempt`."""
-        return self.retry is not None and attempt_order(attempt) < attempt_order(self.retry.attempt)
+        """Whether a later attempt than `attempt` owns the session (a retry or a prompt)."""
+        owner = self.owner
+        return owner is not None and attempt_order(attempt) < attempt_order(owner)
 
 
 class SessionGuards:
@@ -275,26 +286,45 @@ class HeldSession:
         return not entry.retired(attempt) and not entry.superseded(attempt)
 
     def retire(self, attempt: AttemptFence | None = None) -> Retirement:
-        """Retry ownership ends: clear the prompt and the retry, raise the watermark to the
-        latest of `attempt` and what the entry held, and arm the late-event fence."""
+        """Retry ownership ends for `attempt` (None: for whatever owns the session): clear
+        the retry and the prompt at or below it, raise the watermark to the latest attempt
+        retired, and arm the late-event fence once nothing owns the session.
+
+        `attempt` is the attempt the ending transition ended. A later attempt's ownership
+        survives it: that transition and a later one committed in order but reached the
+        guard out of order, and the later one's notice is not this retirement's to end."""
         entry = self.entry
         if attempt is not None:
             self._checked(attempt)
+
+        def ends(owner: AttemptFence) -> bool:
+            return attempt is None or attempt_order(owner) <= attempt_order(attempt)
+
+        retry = entry.retry_attempt
         prompt = None if entry.prompt is None else entry.prompt.attempt
-        retirement = Retirement(
-            had_retry=entry.retry is not None,
-            had_prompt=entry.prompt is not None,
-            watermark=latest_attempt(entry.watermark, attempt, entry.retry_attempt, prompt),
+        retry_ends = retry is not None and ends(retry)
+        prompt_ends = prompt is not None and ends(prompt)
+        if retry_ends:
+            entry.retry = None
+        if prompt_ends:
+            entry.prompt = None
+        entry.watermark = latest_attempt(
+            entry.watermark, attempt, retry if retry_ends else None, prompt if prompt_ends else None
         )
-        entry.watermark, entry.prompt, entry.retry = retirement.watermark, None, None
-        self._guards._arm_fence(entry)
-        return retirement
+        if not entry.owned:
+            self._guards._arm_fence(entry)
+        return Retirement(retry_ends, prompt_ends, entry.watermark, entry.retry is not None)
 
     def close(self, attempt: AttemptFence | None = None) -> Retirement:
-        """The session is deleted: retire it and refuse everything until it is reclaimed."""
-        retirement = self.retire(attempt)
-        self.entry.closed = True
-        return retirement
+        """The session is deleted: retire whatever owns it (and `attempt`), then refuse
+        everything until the entry is reclaimed."""
+        if attempt is not None:
+            self._checked(attempt)
+        retirement = self.retire()
+        entry = self.entry
+        entry.watermark = latest_attempt(entry.watermark, attempt)
+        entry.closed = True
+        return dataclasses.replace(retirement, watermark=entry.watermark)
 
     def _checked(self, attempt: AttemptFence) -> SessionEntry:
         entry = self.entry

@@ -106,15 +106,18 @@ class SessionNotices:
     ) -> Resolution:
         """Retry ownership ended (success, exhaustion, a terminal event, a stop, a cancel,
         shutdown): clear the session's ownership, raise its watermark to `attempt` and
-        delete its notices. `attempt` is the route's (generation, attempt ordinal) in the
-        snapshot the ending transition returned: transitions are serial, so every attempt
-        whose notice could still be written is at or below it. Without `force` (a normal
-        success) the transcript is read only when the session still owned a retry; stop,
+        delete its notices. `attempt` is the attempt the ending transition ended: the
+        route's (generation, attempt ordinal) in the snapshot that transition was planned
+        from (a skip's new generation is not retired). Transitions are serial, so every
+        attempt whose notice could still be written is at or below it; a later attempt's
+        retry that reached the guard first keeps the session and its notice
+        (HeldSession.retire), and nothing is read then. Otherwise, without `force` (a
+        normal success) the transcript is read only when a retry was ended; stop,
         terminal and cancel paths force it, since a notice can outlive its timer or
-        process."""
+        process. None (shutdown, a stop naming no attempt) retires whatever owns it."""
         async with self.guards.hold(session_id) as held:
             retirement = held.retire(attempt)
-            if not (force or retirement.had_retry):
+            if retirement.retry_remains or not (force or retirement.had_retry):
                 return NOT_LOOKED
             resolution = await self.resolver.retire(task_id, session_id)
         self._count(resolution)

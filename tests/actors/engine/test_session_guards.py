@@ -15,6 +15,7 @@ from actors.engine.session_guards import (
     LATE_EVENT_FENCE,
     ExecutionIdentity,
     Reservation,
+    Retirement,
     SessionGuards,
 )
 from actors.errors import InvalidRouteIdError
@@ -291,22 +292,57 @@ def test_notice_writes_are_allowed_only_for_live_current_attempts() -> None:
     asyncio.run(scenario())
 
 
-def test_retirement_raises_the_watermark_to_the_latest_attempt_it_knows() -> None:
+def test_retirement_raises_the_watermark_to_the_latest_attempt_it_ends() -> None:
     async def scenario() -> None:
         guards, _ = table()
         async with guards.hold(S) as held:
-            held.reserve_retry(attempt(2, 4))
-            ended = held.retire(attempt(2, 1))
-            assert (ended.had_retry, ended.had_prompt, ended.watermark) == (
-                True, False, attempt(2, 4),
-            )  # fmt: skip
-            again = held.retire(attempt(1, 9))
-            assert (again.had_retry, again.watermark) == (False, attempt(2, 4))
+            held.reserve_retry(attempt(2, 3))
+            ended = held.retire()
+            assert ended == Retirement(True, False, attempt(2, 3))
+            assert held.retire(attempt(1, 9)) == Retirement(False, False, attempt(2, 3))
             held.accept_prompt(identity(3, 0))
-            latest = held.retire()
-            assert (latest.had_prompt, latest.watermark) == (True, attempt(3, 0))
-            nothing = held.retire()
-            assert (nothing.had_retry, nothing.had_prompt) == (False, False)
+            assert held.retire() == Retirement(False, True, attempt(3, 0))
+            assert held.retire(attempt(3, 5)) == Retirement(False, False, attempt(3, 5))
+            assert not held.entry.owned
+
+    asyncio.run(scenario())
+
+
+def test_a_later_retry_that_reached_the_guard_first_survives_an_earlier_retirement() -> None:
+    """Committed: cancel of attempt 1, a resume, attempt 2's failure; the guard sees
+    attempt 2's reservation first. The cancel's retirement retires attempt 1 only."""
+
+    async def scenario() -> None:
+        guards, scheduler = table()
+        async with guards.hold(S) as held:
+            held.reserve_retry(attempt(1, 1))
+            held.reserve_retry(attempt(1, 2))
+            assert held.retire(attempt(1, 1)) == Retirement(False, False, attempt(1, 1), True)
+            assert held.entry.retry_attempt == attempt(1, 2)
+            assert held.entry.fence_until is None
+            assert held.may_write(attempt(1, 2))
+            assert not held.may_write(attempt(1, 1))
+        scheduler.advance(LATE_EVENT_FENCE)
+        assert guards.live_entries == 1
+
+    asyncio.run(scenario())
+
+
+def test_an_earlier_retirement_ends_an_old_retry_but_not_a_new_generations_prompt() -> None:
+    """Committed: a skip ended attempt (1, 3), then the next candidate's start (2, 0); the
+    guard sees the start first. The retirement ends the old retry, the prompt stays."""
+
+    async def scenario() -> None:
+        guards, _ = table()
+        async with guards.hold(S) as held:
+            held.reserve_retry(attempt(1, 3))
+            assert held.accept_prompt(identity(2, 0))
+            assert held.retire(attempt(1, 3)) == Retirement(True, False, attempt(1, 3))
+            assert held.entry.prompt == identity(2, 0)
+            assert held.entry.retry is None
+            assert held.entry.fence_until is None  # still owned by the prompt
+            assert not held.reserve_retry(attempt(1, 4)).reserved
+            assert held.reserve_retry(attempt(2, 1)).reserved
 
     asyncio.run(scenario())
 

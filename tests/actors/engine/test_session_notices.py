@@ -250,6 +250,27 @@ def test_a_superseding_attempt_racing_a_cancel_cannot_recreate_the_notice() -> N
     asyncio.run(scenario())
 
 
+def test_a_retirement_that_reaches_the_guard_after_a_later_attempt_leaves_its_notice() -> None:
+    """Committed in order: a cancel of attempt 1, a resume, attempt 2's failure; attempt 2's
+    write got the guard first. Its notice is the session's now: the cancel's retirement
+    (even forced) reads and deletes nothing, and the notice goes with attempt 2's end."""
+
+    async def scenario() -> None:
+        memory = MemoryTranscript(ManualClock(T0))
+        faulty = FaultyTranscript(memory)
+        notices, _ = lifecycle(faulty, ManualClock(T0))
+        await fail_attempt(notices, attempt(1, 1))
+        await fail_attempt(notices, attempt(1, 2), 2)
+        calls = len(faulty.calls)
+        assert await notices.retire(TASK, S, attempt=attempt(1, 1), force=True) == NOT_LOOKED
+        assert len(faulty.calls) == calls
+        assert len(memory.retrying()) == 1
+        assert (await notices.retire(TASK, S, attempt=attempt(1, 2))).deleted == 1
+        assert memory.retrying() == []
+
+    asyncio.run(scenario())
+
+
 def test_deleting_a_session_retires_its_notices_and_refuses_late_writes(
     port_kind: PortKind,
 ) -> None:
