@@ -111,13 +111,15 @@ class FaultyTranscript:
     """Any port, with failures switched on per operation (or per message id for delete),
     gates that hold calls, and a log of the calls made."""
 
-    def __init__(self, inner: TranscriptPort, *, yield_each_call: bool = False) -> None:
+    def __init__(self, inner: TranscriptPort, *, yields: Callable[[], int] | None = None) -> None:
+        """`yields()`: how many turns of the loop each call gives away before it runs
+        (other sessions' calls interleave there); None gives none."""
         self.inner = inner
         self.failing: set[str] = set()
         self.failing_ids: set[str] = set()
         self.gates: dict[str, Gate] = {}
         self.calls: list[str] = []
-        self.yield_each_call = yield_each_call
+        self.yields = yields
         self.before_write: Callable[[str, str, dict[str, JsonValue]], None] | None = None
 
     def gate(self, operation: str) -> Gate:
@@ -126,8 +128,8 @@ class FaultyTranscript:
 
     async def _enter(self, operation: str, message_id: str | None = None) -> None:
         self.calls.append(operation)
-        if self.yield_each_call:
-            await asyncio.sleep(0)  # a turn of the loop: other sessions' calls interleave
+        for _ in range(self.yields() if self.yields is not None else 0):
+            await asyncio.sleep(0)  # a turn of the loop: other calls interleave
         gate = self.gates.pop(operation, None)
         if gate is not None:
             gate.entered.set()
