@@ -11,9 +11,11 @@ retired, so a late provider event cannot bring a retired notice back:
   with a complete `ExecutionIdentity`; a retry is reserved under the guard when its failure
   transition committed and armed once the failed turn completed (the session waits for
   input); a later attempt's reservation supersedes an earlier one.
-- Retirement clears ownership, raises the session's retired watermark (generation, attempt
-  ordinal) and arms a fence (5 minutes) for late provider events: while the entry lives, a
-  prompt, reservation or notice write for an attempt at or below the watermark is refused.
+- Retirement clears the ownership of the attempt it ends (and of earlier ones), raises the
+  session's retired watermark (generation, attempt ordinal) and, once nothing owns the
+  session, arms a fence (5 minutes) for late provider events: while the entry lives, a
+  prompt, reservation or notice write for an attempt at or below the watermark is refused,
+  and so is one for an attempt older than the one that owns the session.
 - The entry is reclaimed when it is unowned, unused and its fence has expired (the fence
   timer, or the last user's release, does it), so memory stays bounded under churn.
 - Deleting a session retires it and closes the entry: nothing more is accepted for it until
@@ -25,18 +27,24 @@ session's guard, never under the host's runtime-state lock.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Final
 
 from actors.clock import Clock
-from actors.engine.schedulers import Cancellable, Scheduler
-from actors.engine.session_identity import ExecutionIdentity, attempt_order, latest_attempt
+from actors.engine.schedulers import Scheduler
+from actors.engine.session_state import (
+    ExecutionIdentity,
+    Reservation,
+    Retirement,
+    RetryEntry,
+    SessionEntry,
+    attempt_order,
+    latest_attempt,
+)
 from actors.keys import AttemptFence, valid_route_id
 
 __all__ = [
@@ -50,84 +58,6 @@ __all__ = [
 ]
 
 LATE_EVENT_FENCE: Final = timedelta(minutes=5)
-
-
-@dataclass(slots=True)
-class _Retry:
-    attempt: AttemptFence
-    armed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    """A reservation's answer: whether `attempt` is now the session's retry, and the
-    earlier attempt it superseded (whose timer the host cancels)."""
-
-    reserved: bool
-    superseded: AttemptFence | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Retirement:
-    """What a retirement ended: whether it ended a retry or a prompt, the watermark it
-    left, and whether a later attempt's retry still owns the session (whose notice, the
-    session's one notice, is then that attempt's and stays)."""
-
-    had_retry: bool
-    had_prompt: bool
-    watermark: AttemptFence | None
-    retry_remains: bool = False
-
-
-class SessionEntry:
-    """One session's guard state (read it in tests; change it through `HeldSession`)."""
-
-    __slots__ = (
-        "_timer", "closed", "fence_until", "lock", "prompt", "retry", "session_id", "users",
-        "watermark",
-    )  # fmt: skip
-
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        self.lock = asyncio.Lock()
-        self.users = 0
-        self.prompt: ExecutionIdentity | None = None
-        self.retry: _Retry | None = None
-        self.watermark: AttemptFence | None = None
-        self.fence_until: datetime | None = None
-        self.closed = False
-        self._timer: Cancellable | None = None
-
-    @property
-    def owned(self) -> bool:
-        return self.prompt is not None or self.retry is not None
-
-    @property
-    def retry_attempt(self) -> AttemptFence | None:
-        return None if self.retry is None else self.retry.attempt
-
-    @property
-    def retry_armed(self) -> bool:
-        return self.retry is not None and self.retry.armed
-
-    def retired(self, attempt: AttemptFence) -> bool:
-        """Whether `attempt` is at or below the retired watermark (or the session closed)."""
-        if self.closed:
-            return True
-        watermark = self.watermark
-        return watermark is not None and attempt_order(attempt) <= attempt_order(watermark)
-
-    @property
-    def owner(self) -> AttemptFence | None:
-        """The latest attempt that owns the session (its retry's or its prompt's)."""
-        return latest_attempt(
-            self.retry_attempt, None if self.prompt is None else self.prompt.attempt
-        )
-
-    def superseded(self, attempt: AttemptFence) -> bool:
-        """Whether a later attempt than `attempt` owns the session (a retry or a prompt)."""
-        owner = self.owner
-        return owner is not None and attempt_order(attempt) < attempt_order(owner)
 
 
 class SessionGuards:
@@ -193,17 +123,17 @@ class SessionGuards:
 
     def _lift_fence(self, entry: SessionEntry) -> None:
         entry.fence_until = None
-        if entry._timer is not None:
-            entry._timer.cancel()
-            entry._timer = None
+        if entry.fence_timer is not None:
+            entry.fence_timer.cancel()
+            entry.fence_timer = None
 
     def _schedule(self, entry: SessionEntry, delay_s: float) -> None:
-        if entry._timer is not None:
-            entry._timer.cancel()
-        entry._timer = self._scheduler.call_later(delay_s, lambda: self._fence_due(entry))
+        if entry.fence_timer is not None:
+            entry.fence_timer.cancel()
+        entry.fence_timer = self._scheduler.call_later(delay_s, lambda: self._fence_due(entry))
 
     def _fence_due(self, entry: SessionEntry) -> None:
-        entry._timer = None
+        entry.fence_timer = None
         if self._entries.get(entry.session_id) is not entry or entry.fence_until is None:
             return  # reclaimed already, or owned again (its fence lifted)
         left = (entry.fence_until - self.clock.now()).total_seconds()
@@ -219,9 +149,9 @@ class SessionGuards:
     def _reclaim_if_idle(self, entry: SessionEntry) -> None:
         if self._entries.get(entry.session_id) is entry and self._idle(entry, self.clock.now()):
             del self._entries[entry.session_id]
-            if entry._timer is not None:
-                entry._timer.cancel()
-                entry._timer = None
+            if entry.fence_timer is not None:
+                entry.fence_timer.cancel()
+                entry.fence_timer = None
 
 
 class HeldSession:
@@ -266,7 +196,7 @@ class HeldSession:
         previous = entry.retry
         if previous is not None and previous.attempt == attempt:
             return Reservation(reserved=True)
-        entry.retry = _Retry(attempt)
+        entry.retry = RetryEntry(attempt)
         self._guards._lift_fence(entry)
         return Reservation(True, None if previous is None else previous.attempt)
 
