@@ -26,6 +26,7 @@ from actors.routes.circuit_board import (
     CircuitBinding,
 )
 from actors.routes.commands import RouteSettings
+from actors.store.redis_transcript import DEFAULT_TRANSCRIPT_MAXLEN
 from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
 from circuits import CircuitSettings
 
@@ -63,6 +64,9 @@ class EngineSettings:
     queue_name: str | None = None
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S
     circuit_hosts: int = DEFAULT_CIRCUIT_HOSTS
+    transcript: str | None = None
+    authoriser: str | None = None
+    transcript_maxlen: int = DEFAULT_TRANSCRIPT_MAXLEN
 
     def __post_init__(self) -> None:
         KeySpace(self.key_prefix)  # validates the prefix
@@ -81,6 +85,8 @@ class EngineSettings:
         self.route_settings()  # validates the TTLs
         if self.events_maxlen < 1:
             raise ValueError(f"events_maxlen must be >= 1, got {self.events_maxlen}")
+        if self.transcript_maxlen < 1:
+            raise ValueError(f"transcript_maxlen must be >= 1, got {self.transcript_maxlen}")
         if not self.probe_ttl_s > 0:
             raise ValueError(f"probe_ttl_s must be > 0, got {self.probe_ttl_s}")
         low, high = DISPATCH_TIMEOUT_RANGE_S

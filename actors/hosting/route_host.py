@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
@@ -56,6 +57,8 @@ from redis.exceptions import RedisError
 
 from actors.clock import Clock, SystemClock
 from actors.engine.circuit_effects import CircuitEffects, Release
+from actors.engine.notice_lifecycle import CancelOutcome
+from actors.engine.notice_setup import route_notices
 from actors.engine.service import RouteService
 from actors.engine.settings import EngineSettings
 from actors.engine.timers import Due, RouteTimers
@@ -137,9 +140,12 @@ class RouteHost:
             port=port if settings.circuit_hosts else None, on_released=self._released,
         )  # fmt: skip
         self._effects = effects
+        self._notices, self._transcript_client = route_notices(
+            redis_url, settings, self._store, self._clock
+        )
         self._service = RouteService(
             self._store, self._clock, settings=route_settings, on_applied=self._metrics.transition,
-            circuits=effects, on_quarantined=self._metrics.quarantine,
+            circuits=effects, on_quarantined=self._metrics.quarantine, notices=self._notices,
         )  # fmt: skip
         self._timers = RouteTimers(
             self._timers_fired, self._clock, on_fired=self._metrics.timer_lateness.observe,
@@ -212,6 +218,7 @@ class RouteHost:
         if self._backstops is not None:
             await self._backstops.aclose()
         await self._effects.redelivery.aclose()
+        await self._transcript_client.aclose()
         await self._store.aclose()
         await self._circuits.aclose()
         self._dispatch.close()
@@ -328,6 +335,21 @@ class RouteHost:
         moved. Raises when the routes cannot be read (the circuit host sends it again)."""
         await self._ready
         return len(await self._service.release(release))
+
+    async def cancel_transient_retry(
+        self, task_id: str, session_id: str, principal: str | None = None
+    ) -> CancelOutcome:
+        """The authorised cancel of a session's transient retry (RouteService's): its timer
+        is disarmed here when it stopped a loop."""
+        await self._ready
+        outcome = await self._service.cancel_transient_retry(task_id, session_id, principal)
+        self._tracked(outcome.snapshot)
+        return outcome
+
+    async def notice_counts(self) -> dict[str, int]:
+        """What this host's notices did since it started, and its live session guards."""
+        tally = dataclasses.asdict(self._notices.notices.tally)
+        return {**tally, "guards": self._notices.notices.guards.live_entries}
 
     async def wake_probe(self, circuit: str, route_id: str) -> bool:
         """A circuit host's wake of `route_id`, parked on `circuit` whose probe is due: its

@@ -80,13 +80,15 @@ class ForAttempt:
 @dataclass(frozen=True, slots=True)
 class Start:
     """A new route on the profile's first enabled candidate, generation 1.
-    `provider_session_id`: the agent's own session id, when it has one."""
+    `provider_session_id`: the agent's own session id, when it has one; `task_id`: the
+    orchestrator's task the session belongs to (its transcript notices are the task's)."""
 
     profile: RouteProfile
     caller: CallerContext
     invocation_id: str
     provider_session_id: str | None = None
     request_id: str | None = None
+    task_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.errors import InvalidStateError, NoEligibleCandidateError, StaleGenerationError
-from actors.keys import valid_request_id
+from actors.keys import valid_request_id, valid_task_id
 from actors.routes.circuit_board import REASON_PARKED
 from actors.routes.commands import (
     CancelWait,
@@ -145,6 +145,7 @@ def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteCont
         caller=command.caller,
         invocation_id=command.invocation_id,
         provider_session_id=command.provider_session_id,
+        task_id=None if command.task_id is None else valid_task_id(command.task_id),
         profile=profile_json(command.profile),
         **fields,
     )
