@@ -132,6 +132,25 @@ def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> Timing
     "Réessayez dans 45s") is read (catalogue._foreign_timing)."""
     t = text.lower()
     now = _as_utc(now)
+    hint = _hint_in(t, now, zone)
+    if hint is None and "\n" in t:
+        # A terminal wrap inside a word of the lead phrase ("please try a\ngain after 1
+        # seconds", Moonshot's 429 as kimi-cli prints it): read again with each line break
+        # between two letters removed. Only when nothing was read: a break between words
+        # stays a break, so a client's countdown on a line of its own is still told apart.
+        rejoined = _MID_WORD_BREAK.sub("", t)
+        if rejoined != t:
+            hint = _hint_in(rejoined, now, zone)
+    return hint
+
+
+# A line break (with the indentation after it) between two letters: a terminal wrap that
+# split one word.
+_MID_WORD_BREAK = re.compile(r"(?<=[^\W\d_])\r?\n[ \t]*(?=[^\W\d_])")
+
+
+def _hint_in(t: str, now: datetime, zone: tzinfo | None) -> TimingHint | None:
+    """`parse_timing` on lowercased text, `now` in UTC."""
     if (hint := _structured_hint(t, now)) is not None:
         return hint
     # Clock times name a zone in parentheses (or take the given one) and ISO instants have

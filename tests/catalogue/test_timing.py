@@ -77,6 +77,42 @@ def test_relative_delay_in_text_is_read_in_seconds(text: str, seconds: float) ->
     assert (hint.reset_at, hint.source) == (None, "text")
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        # Moonshot's 429 as kimi-cli prints it, the terminal wrap splitting "again"
+        # (MoonshotAI/kimi-cli#1599).
+        (
+            "request reached organization max RPM: 20, please try a\ngain after 1 seconds', "
+            "'type': 'rate_limit_reached_error'}}",
+            1.0,
+        ),
+        # OpenAI's TPM message inside Codex's stream-disconnected line (openai/codex#2255).
+        ("Requested 19304. Please try a\ngain in 28ms. Visit https://platform.openai.com", 0.028),
+        # A wrap with the next line's indentation after it, inside "retry".
+        ("You exceeded your current quota. Please re\n    try in 38.5s.", 38.5),
+    ],
+)
+def test_a_lead_phrase_split_inside_a_word_by_a_wrap_is_still_read(
+    text: str, seconds: float
+) -> None:
+    hint = parse_timing(text, NOW)
+    assert hint is not None
+    assert hint.retry_after_s == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A break between two words is no wrap inside one: a client's own line stays apart.
+        "AnthropicException - rate limited\nRetry in 0.7 seconds.",
+        "litellm.RateLimitError: Too Many Requests\n   Retry after 2.5 seconds.",
+    ],
+)
+def test_a_client_countdown_after_a_word_and_a_break_is_still_no_hint(text: str) -> None:
+    assert parse_timing(text, NOW) is None
+
+
 def test_repeated_units_end_a_duration() -> None:
     hint = parse_timing("try again in " + "1 day " * 5, NOW)
     assert hint is not None
