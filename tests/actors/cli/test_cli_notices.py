@@ -8,6 +8,7 @@ import asyncio
 import json
 
 import pytest
+from pydantic import JsonValue
 
 from actors.cli.main import main
 from actors.store.redis_transcript import RedisTranscript
@@ -22,13 +23,13 @@ def seed(backend: Backend) -> None:
     async def scenario() -> None:
         port = RedisTranscript(backend.raw(), clock=backend.clock, keys=backend.keys,
                                owns_client=True)  # fmt: skip
-        notice = {"retrying": True, "retry_ordinal": 2, "retry_max": 5,
+        notice: dict[str, JsonValue] = {"retrying": True, "retry_ordinal": 2, "retry_max": 5,
                   "deadline": "2026-03-01T12:00:05Z"}  # fmt: skip
         await port.create_message("task-1", "s1", kind="status", content="retry 2 of 5",
                                   metadata=notice)  # fmt: skip
         await port.create_message("task-1", "s1", kind="recovery", content="resume?",
                                   metadata={"actions": ["resume"]})  # fmt: skip
-        first = {**notice, "retry_ordinal": 1, "retry_max": 3}
+        first: dict[str, JsonValue] = {**notice, "retry_ordinal": 1, "retry_max": 3}
         await port.create_message("task-2", "s2", kind="status", content="retry 1 of 3",
                                   metadata=first)  # fmt: skip
         await port.create_message("task-2", "s3", kind="status", content="settled",
