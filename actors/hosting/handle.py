@@ -26,7 +26,7 @@ from typing import Any
 import ray
 
 from actors.engine.notice_lifecycle import CancelOutcome
-from actors.errors import TransitionRejectedError
+from actors.errors import RecoveryError, TransitionRejectedError
 from actors.hosting.batcher import BatcherPool, HostRequest, ReadHistory, ReadSnapshot
 from actors.routes.commands import (
     CancelWait,
@@ -213,9 +213,11 @@ class RouteHandle:
         manual-recovery message with Resume and Start fresh is created (`active` True).
         With none, it is a cleanup and `active` is False."""
         host = self._moved_to[-1] if self._moved_to else self.host
-        outcome: CancelOutcome = await host.cancel_transient_retry.remote(
+        outcome: CancelOutcome | RecoveryError = await host.cancel_transient_retry.remote(
             task_id, self.route_id, principal
         )
+        if isinstance(outcome, RecoveryError):
+            raise outcome
         return outcome
 
     async def _snapshot(self, request: HostRequest) -> RouteSnapshot:

@@ -68,7 +68,7 @@ from actors.hosting.batcher import BatchItem, HostRequest, ReadHistory, ReadSnap
 from actors.hosting.circuit_client import ActorCircuits
 from actors.hosting.host_dispatch import HostDispatch
 from actors.hosting.memory import HostMemory
-from actors.hosting.metrics import circuit_metrics, route_metrics
+from actors.hosting.metrics import circuit_metrics, notice_metrics, route_metrics
 from actors.jobs.backstop_arming import BackstopArmer, HostBackstops
 from actors.jobs.queue import DEFAULT_QUEUE
 from actors.jobs.reconcile import ReconcileReport
@@ -315,6 +315,7 @@ class RouteHost:
             if isinstance(request, RetryNow | FireDueCommand):
                 due.append(outcome)
         self._metrics.pending_timers.set(len(self._timers), tags={"host": self.host_id})
+        self._notices_exported()
         await self._dispatch.enqueue(due)
         reads = [i for i, (_, request) in enumerate(items) if _is_read(request)]
         results = await asyncio.gather(
@@ -338,18 +339,28 @@ class RouteHost:
 
     async def cancel_transient_retry(
         self, task_id: str, session_id: str, principal: str | None = None
-    ) -> CancelOutcome:
+    ) -> CancelOutcome | RecoveryError:
         """The authorised cancel of a session's transient retry (RouteService's): its timer
-        is disarmed here when it stopped a loop."""
+        is disarmed here when it stopped a loop. A refusal is the answer, as a value (the
+        handle raises it), like a batch item's."""
         await self._ready
-        outcome = await self._service.cancel_transient_retry(task_id, session_id, principal)
+        try:
+            outcome = await self._service.cancel_transient_retry(task_id, session_id, principal)
+        except RecoveryError as error:
+            return error
         self._tracked(outcome.snapshot)
+        self._notices_exported()
         return outcome
 
     async def notice_counts(self) -> dict[str, int]:
         """What this host's notices did since it started, and its live session guards."""
         tally = dataclasses.asdict(self._notices.notices.tally)
         return {**tally, "guards": self._notices.notices.guards.live_entries}
+
+    def _notices_exported(self) -> None:
+        notices = self._notices.notices
+        tally = dataclasses.asdict(notices.tally)
+        notice_metrics().observe(tally, notices.guards.live_entries, self.host_id)
 
     async def wake_probe(self, circuit: str, route_id: str) -> bool:
         """A circuit host's wake of `route_id`, parked on `circuit` whose probe is due: its
@@ -384,4 +395,5 @@ class RouteHost:
             [(fence.route_id, FireDueCommand(fence.generation, fence.ordinal)) for fence in due]
         )
         await self._dispatch.enqueue([o for o in outcomes if isinstance(o, RouteSnapshot)])
+        self._notices_exported()
         return outcomes
