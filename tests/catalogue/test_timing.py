@@ -267,6 +267,28 @@ def test_client_countdown_is_not_a_server_hint(text: str) -> None:
     assert parse_timing(text, NOW) is None
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # OmniRoute's log of its own account pool (diegosouzapw/OmniRoute#1649).
+        "claude | all 1 active accounts rate limited (reset after 5s) | lastErrorCode=429.0",
+        # CLIProxyAPI's pool of linked accounts (router-for-me/CLIProxyAPI#5770), with a
+        # delay in the relay's own words.
+        "All credentials for model claude-sonnet-5 are cooling down, retry after 30s",
+    ],
+)
+def test_a_relay_pool_cooldown_is_not_a_server_hint(text: str) -> None:
+    """A relay pooling accounts or keys counts down its own pool, not the provider's reset."""
+    assert parse_timing(text, NOW) is None
+
+
+def test_a_server_reset_beside_an_all_that_names_no_pool_is_still_read() -> None:
+    hint = parse_timing("You have used all of your requests; your quota will reset after 53s.", NOW)
+    assert hint == TimingHint(retry_after_s=53.0, reset_at=None, source="text")
+    line = parse_timing("all 2 accounts rate limited\nPlease retry in 38s.", NOW)
+    assert line == TimingHint(retry_after_s=38.0, reset_at=None, source="text")
+
+
 # SDK retry logs: the client names its own function or request, then its own backoff.
 SDK_RETRY_LOGS = [
     # tenacity, as LangChain's *_with_retry wrappers log it (assafelovic/gpt-researcher#518).
