@@ -255,11 +255,12 @@ def _delay_at(t: str, start: int) -> TimingHint | None:
 _CLIENT_WILL = re.compile(r"(?:\bwill|'ll|\bgoing\s+to|\bshall)\s+(?:auto(?:matically)?\s+)?$")
 
 
-# A relay that pools accounts or keys stating its own pool's cooldown ("all 1 active
-# accounts rate limited (reset after 5s)", OmniRoute, diegosouzapw/OmniRoute#1649; "All
-# credentials for model m are cooling down", CLIProxyAPI, router-for-me/CLIProxyAPI#5770):
-# the relay's countdown, not the provider's reset. Looked for on the lead's own line, in the
-# 120 characters before it.
+# A relay that pools accounts or keys describing its own pool's state ("all 1 active
+# accounts rate limited (reset after 5s)", OmniRoute's log, diegosouzapw/OmniRoute#1649):
+# the relay's cooldown, not the provider's reset. Only a "reset(s) in/after" that describes
+# the pool; a relay asking its caller to wait ("All accounts are currently limited. Please
+# wait 8s.", lbjlaq/Antigravity-Manager#766) is the hint of the server the agent talks to.
+# Looked for on the lead's own line, in the 120 characters before it.
 _RELAY_POOL = re.compile(
     r"\ball\s+(?:\d+\s+)?(?:(?:active|available|enabled|upstream)\s+)?"
     r"(?:accounts|credentials|keys|api\s+keys|channels)\b[^\n]*$"
@@ -267,6 +268,8 @@ _RELAY_POOL = re.compile(
 
 
 def _relay_pool_countdown(t: str, start: int) -> bool:
+    if not t.startswith("reset", start):
+        return False
     line_start = t.rfind("\n", max(0, start - 120), start) + 1
     return _RELAY_POOL.search(t, max(line_start, start - 120), start) is not None
 

@@ -272,20 +272,21 @@ def test_client_countdown_is_not_a_server_hint(text: str) -> None:
     [
         # OmniRoute's log of its own account pool (diegosouzapw/OmniRoute#1649).
         "claude | all 1 active accounts rate limited (reset after 5s) | lastErrorCode=429.0",
-        # CLIProxyAPI's pool of linked accounts (router-for-me/CLIProxyAPI#5770), with a
-        # delay in the relay's own words.
-        "All credentials for model claude-sonnet-5 are cooling down, retry after 30s",
+        "codex | all 3 active accounts rate limited (reset after 2m) | lastErrorCode=429",
     ],
 )
 def test_a_relay_pool_cooldown_is_not_a_server_hint(text: str) -> None:
-    """A relay pooling accounts or keys counts down its own pool, not the provider's reset."""
+    """A relay pooling accounts describes its own pool's cooldown, not the provider's reset."""
     assert parse_timing(text, NOW) is None
 
 
-def test_a_server_reset_beside_an_all_that_names_no_pool_is_still_read() -> None:
+def test_a_relay_asking_its_caller_to_wait_and_a_reset_naming_no_pool_are_read() -> None:
+    # Antigravity-Manager answering its client (lbjlaq/Antigravity-Manager#766).
+    asked = parse_timing("Token error: All accounts are currently limited. Please wait 8s.", NOW)
+    assert asked == TimingHint(retry_after_s=8.0, reset_at=None, source="text")
     hint = parse_timing("You have used all of your requests; your quota will reset after 53s.", NOW)
     assert hint == TimingHint(retry_after_s=53.0, reset_at=None, source="text")
-    line = parse_timing("all 2 accounts rate limited\nPlease retry in 38s.", NOW)
+    line = parse_timing("all 2 accounts rate limited\nyour limit resets in 38s", NOW)
     assert line == TimingHint(retry_after_s=38.0, reset_at=None, source="text")
 
 
