@@ -242,6 +242,8 @@ def _retry_delay_hint(t: str) -> TimingHint | None:
 def _delay_at(t: str, start: int) -> TimingHint | None:
     if (lead := _DELAY_LEAD.match(t, start)) is None or _client_retry_line(t, start):
         return None
+    if _relay_pool_countdown(t, start):
+        return None
     parsed = read_duration(t, lead.end())
     if parsed is None or _ATTEMPT_AFTER.match(t, parsed[1]):
         return None
@@ -251,6 +253,25 @@ def _delay_at(t: str, start: int) -> TimingHint | None:
 # A client announcing what it will do itself ("429; will retry in 10s", "going to try again
 # in 30 seconds"): its own backoff, where a server asks the caller ("please retry in").
 _CLIENT_WILL = re.compile(r"(?:\bwill|'ll|\bgoing\s+to|\bshall)\s+(?:auto(?:matically)?\s+)?$")
+
+
+# A relay that pools accounts or keys describing its own pool's state ("all 1 active
+# accounts rate limited (reset after 5s)", OmniRoute's log, diegosouzapw/OmniRoute#1649):
+# the relay's cooldown, not the provider's reset. Only a "reset(s) in/after" that describes
+# the pool; a relay asking its caller to wait ("All accounts are currently limited. Please
+# wait 8s.", lbjlaq/Antigravity-Manager#766) is the hint of the server the agent talks to.
+# Looked for on the lead's own line, in the 120 characters before it.
+_RELAY_POOL = re.compile(
+    r"\ball\s+(?:\d+\s+)?(?:(?:active|available|enabled|upstream)\s+)?"
+    r"(?:accounts|credentials|keys|api\s+keys|channels)\b[^\n]*$"
+)
+
+
+def _relay_pool_countdown(t: str, start: int) -> bool:
+    if not t.startswith("reset", start):
+        return False
+    line_start = t.rfind("\n", max(0, start - 120), start) + 1
+    return _RELAY_POOL.search(t, max(line_start, start - 120), start) is not None
 
 
 def _client_retry_line(t: str, start: int) -> bool:

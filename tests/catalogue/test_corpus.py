@@ -154,6 +154,7 @@ BLIND7 = "bench/data/real_errors.blind7.jsonl"
 BLIND8 = "bench/data/real_errors.blind8.jsonl"
 BLIND9 = "bench/data/real_errors.blind9.jsonl"
 BLIND10 = "bench/data/real_errors.blind10.jsonl"
+BLIND11 = "bench/data/real_errors.blind11.jsonl"
 # Each fresh set after the fourth, with the sets collected before it.
 FRESH_SETS = (
     (BLIND5, (*BLIND_SETS, BLIND3, BLIND4)),
@@ -162,6 +163,10 @@ FRESH_SETS = (
     (BLIND8, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7)),
     (BLIND9, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8)),
     (BLIND10, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9)),
+    (
+        BLIND11,
+        (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10),
+    ),
 )
 # blind10 was collected with up to two rows from one thread (two different errors in one
 # report: six threads); every earlier fresh set has one row a thread.

@@ -267,6 +267,29 @@ def test_client_countdown_is_not_a_server_hint(text: str) -> None:
     assert parse_timing(text, NOW) is None
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # OmniRoute's log of its own account pool (diegosouzapw/OmniRoute#1649).
+        "claude | all 1 active accounts rate limited (reset after 5s) | lastErrorCode=429.0",
+        "codex | all 3 active accounts rate limited (reset after 2m) | lastErrorCode=429",
+    ],
+)
+def test_a_relay_pool_cooldown_is_not_a_server_hint(text: str) -> None:
+    """A relay pooling accounts describes its own pool's cooldown, not the provider's reset."""
+    assert parse_timing(text, NOW) is None
+
+
+def test_a_relay_asking_its_caller_to_wait_and_a_reset_naming_no_pool_are_read() -> None:
+    # Antigravity-Manager answering its client (lbjlaq/Antigravity-Manager#766).
+    asked = parse_timing("Token error: All accounts are currently limited. Please wait 8s.", NOW)
+    assert asked == TimingHint(retry_after_s=8.0, reset_at=None, source="text")
+    hint = parse_timing("You have used all of your requests; your quota will reset after 53s.", NOW)
+    assert hint == TimingHint(retry_after_s=53.0, reset_at=None, source="text")
+    line = parse_timing("all 2 accounts rate limited\nyour limit resets in 38s", NOW)
+    assert line == TimingHint(retry_after_s=38.0, reset_at=None, source="text")
+
+
 # SDK retry logs: the client names its own function or request, then its own backoff.
 SDK_RETRY_LOGS = [
     # tenacity, as LangChain's *_with_retry wrappers log it (assafelovic/gpt-researcher#518).
