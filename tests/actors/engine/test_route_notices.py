@@ -302,8 +302,9 @@ STEPS = 6
 CONCURRENT = 16  # sessions stepping at once (within the store's bounded pool)
 
 
+@pytest.mark.integration
 def test_a_thousand_sessions_of_seeded_churn_leave_no_notice_and_no_guard_past_its_fence(
-    backend: Backend,
+    real_backend: Backend,
 ) -> None:
     """Random interleavings of failure, retry, success, cancel, superseding attempt (a
     second failure), stop, delete (close) and late provider events (a report for a
@@ -363,4 +364,4 @@ def test_a_thousand_sessions_of_seeded_churn_leave_no_notice_and_no_guard_past_i
         r.scheduler.run_due()
         assert r.guards.live_entries == 0  # every entry reclaimed after its fence
 
-    run(backend, scenario)
+    run(real_backend, scenario)
