@@ -78,8 +78,13 @@ class Prefilter:
         key_bits: dict[bytes, int] = {}
         status_bits: dict[int, int] = {}
         exit_bits: dict[int, int] = {}
+        # The best-ranked rule is the highest bit: a candidate is found with one
+        # `bit_length` and cleared with one XOR (the lowest bit would take two more
+        # integer operations to isolate).
+        last = len(self.rules) - 1
+        self._single = tuple(1 << (last - position) for position in range(last + 1))
         for position, rule in enumerate(self.rules):
-            bit = 1 << position
+            bit = self._single[position]
             for key in rule.key_bytes:
                 key_bits[key] = key_bits.get(key, 0) | bit
             if not rule.keys:
@@ -113,10 +118,10 @@ class Prefilter:
         if exit_code is not None:
             bits |= self._exit_bits.get(exit_code, 0)
         rules, gates, gate_words, held = self.rules, self.gates, self._gate_words, tokens.__ge__
+        single, last = self._single, len(rules) - 1
         while bits:
-            low = bits & -bits
-            bits ^= low
-            position = low.bit_length() - 1
+            position = last - (bits.bit_length() - 1)
+            bits ^= single[position]
             gate = gates[position]
             if gate is None or (
                 not gate_words[position].isdisjoint(tokens) and any(map(held, gate))
