@@ -261,7 +261,7 @@ def _timing(evidence: Evidence, now: datetime) -> _Timing:
     if evidence.headers and headers_deny_reset(evidence.headers):
         return None, None, None  # e.g. out of credits: nothing the text says can reset it
     hint = parse_header_timing(evidence.headers, now) if evidence.headers else None
-    zone = evidence.zone()
+    zone = None if evidence.timezone is None else evidence.zone()  # most name none
     if hint is None and evidence.text:
         hint = parse_timing(evidence.text, now, zone)
     source: HintSource | None = hint.source if hint else None
