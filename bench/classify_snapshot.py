@@ -1,11 +1,12 @@
 """Every classification the classifier makes on a fixed set of inputs, as JSON lines: a
 check that a speed change changes no result.
 
-Inputs: the development, held-out and blind corpora, the catalogue fixtures, the
-classification bench's worst-case inputs and its doubled rule set (docs/CONTRACTS.md,
-Benchmarks). Each line holds the input's name, `classify()` with and without a reference
-time (`model_dump` in JSON mode; the first also as its repr), the ids `explain()` saw match
-and `sanitize()` of the evidence's text. Write a snapshot before a change and compare after it:
+Inputs: the development corpus and every labelled set in bench/data (held-out and blind),
+the catalogue fixtures, the classification bench's worst-case inputs and its doubled rule
+set (docs/CONTRACTS.md, Benchmarks). Each line holds the input's name, `classify()` with
+and without a reference time (`model_dump` in JSON mode; the first also as its repr), the
+ids `explain()` saw match and `sanitize()` of the evidence's text. Write a snapshot before
+a change and compare after it:
 
     python bench/classify_snapshot.py write /tmp/before.jsonl
     python bench/classify_snapshot.py compare /tmp/before.jsonl
@@ -33,11 +34,10 @@ def rows_of(text: str) -> list[dict[str, Any]]:
 
 
 def named_inputs(base: Catalogue) -> Iterator[tuple[str, Evidence]]:
-    corpora = {
-        "dev": dev_corpus().read_text(encoding="utf-8"),
-        "holdout": (BENCH_DATA / "real_errors.holdout.jsonl").read_text(encoding="utf-8"),
-        "blind2": (BENCH_DATA / "real_errors.blind2.jsonl").read_text(encoding="utf-8"),
-    }
+    corpora = {"dev": dev_corpus().read_text(encoding="utf-8")}
+    for path in sorted(BENCH_DATA.glob("real_errors.*.jsonl")):
+        # real_errors.holdout.jsonl -> "holdout": the names earlier snapshots used.
+        corpora[path.name.split(".")[1]] = path.read_text(encoding="utf-8")
     dev: list[Evidence] = []
     for corpus, text in corpora.items():
         for number, row in enumerate(rows_of(text)):

@@ -43,7 +43,13 @@ _ALL_FIELDS = set(_FIELDS)
 # BaseModel defines no __new__: `object.__new__` is what `Classification.__new__` finds,
 # without looking it up through the model's metaclass on every call.
 _new_instance = object.__new__
-_set_attribute = object.__setattr__
+# The setters of the four slots BaseModel declares (its `__dict__` and three of its own),
+# called directly: `object.__setattr__` would look each descriptor up by name first.
+_slots = vars(BaseModel)
+_set_dict = _slots["__dict__"].__set__
+_set_fields_set = _slots["__pydantic_fields_set__"].__set__
+_set_extra = _slots["__pydantic_extra__"].__set__
+_set_private = _slots["__pydantic_private__"].__set__
 
 
 def trusted_classification(values: dict[str, Any]) -> Classification:
@@ -77,8 +83,8 @@ def adopt_fields(fields: dict[str, Any]) -> Classification:
     itself, taken without a copy: a dict holding every field in field order (a filled copy
     of `field_template`) that nothing else keeps."""
     built = _new_instance(Classification)
-    _set_attribute(built, "__dict__", fields)
-    _set_attribute(built, "__pydantic_fields_set__", _ALL_FIELDS.copy())
-    _set_attribute(built, "__pydantic_extra__", None)
-    _set_attribute(built, "__pydantic_private__", None)
+    _set_dict(built, fields)
+    _set_fields_set(built, _ALL_FIELDS.copy())
+    _set_extra(built, None)
+    _set_private(built, None)
     return built

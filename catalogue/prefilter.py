@@ -78,8 +78,13 @@ class Prefilter:
         key_bits: dict[bytes, int] = {}
         status_bits: dict[int, int] = {}
         exit_bits: dict[int, int] = {}
+        # The best-ranked rule is the highest bit: a candidate is found with one
+        # `bit_length` and cleared with one XOR (the lowest bit would take two more
+        # integer operations to isolate).
+        last = len(self.rules) - 1
+        self.single = tuple(1 << (last - position) for position in range(last + 1))
         for position, rule in enumerate(self.rules):
-            bit = 1 << position
+            bit = self.single[position]
             for key in rule.key_bytes:
                 key_bits[key] = key_bits.get(key, 0) | bit
             if not rule.keys:
@@ -92,33 +97,50 @@ class Prefilter:
         self._status_bits = status_bits
         self._exit_bits = exit_bits
         self.gates: tuple[Gate, ...] = tuple(gate_of(rule) for rule in self.rules)
-        self._gate_words = _gate_words(self.gates)
+        # Per rule, one word of each of its gate's sets (None: no gate), and what is left
+        # to check once one of those words is a token: nothing (None) when each set is
+        # that one word, else the gate's sets.
+        self.words: tuple[frozenset[bytes] | None, ...] = tuple(
+            None if gate is None else words
+            for gate, words in zip(self.gates, _gate_words(self.gates), strict=True)
+        )
+        self.rest: tuple[Gate, ...] = tuple(
+            None if gate is None or all(len(words) == 1 for words in gate) else gate
+            for gate in self.gates
+        )
 
-    def keyed(self, tokens: AbstractSet[bytes]) -> int:
-        """The rules one of whose keys is a token, as bits."""
+    def bits(self, tokens: AbstractSet[bytes], status: int | None, exit_code: int | None) -> int:
+        """The rules one of whose keys is a token (or, keyless, whose status or exit code is
+        the evidence's), as bits: the best-ranked the highest (see `single`)."""
         key_bits = self._key_bits
-        keyed = 0
+        bits = 0
         for token in self._keys.intersection(tokens):
-            keyed |= key_bits[token]
-        return keyed
+            bits |= key_bits[token]
+        if status is not None:
+            bits |= self._status_bits.get(status, 0)
+        if exit_code is not None:
+            bits |= self._exit_bits.get(exit_code, 0)
+        return bits
+
+    def possible(self, position: int, tokens: AbstractSet[bytes]) -> bool:
+        """Whether the gate of the rule at `position` lets it through: one C-level
+        `isdisjoint` with one word of each of its sets, then (when some set has more words)
+        one C-level `any` over the sets."""
+        words = self.words[position]
+        if words is None:
+            return True
+        rest = self.rest[position]
+        return not words.isdisjoint(tokens) and (rest is None or any(map(tokens.__ge__, rest)))
 
     def candidates(
         self, tokens: AbstractSet[bytes], status: int | None, exit_code: int | None
     ) -> Iterator[Rule]:
         """The rules that could hold, in rank order (the order they are tried in), found
         lazily: a caller that stops at its first decisive rule checks no gate past it."""
-        bits = self.keyed(tokens)
-        if status is not None:
-            bits |= self._status_bits.get(status, 0)
-        if exit_code is not None:
-            bits |= self._exit_bits.get(exit_code, 0)
-        rules, gates, gate_words, held = self.rules, self.gates, self._gate_words, tokens.__ge__
+        bits = self.bits(tokens, status, exit_code)
+        rules, possible, single, last = self.rules, self.possible, self.single, len(self.rules) - 1
         while bits:
-            low = bits & -bits
-            bits ^= low
-            position = low.bit_length() - 1
-            gate = gates[position]
-            if gate is None or (
-                not gate_words[position].isdisjoint(tokens) and any(map(held, gate))
-            ):
+            position = last - (bits.bit_length() - 1)
+            bits ^= single[position]
+            if possible(position, tokens):
                 yield rules[position]

@@ -145,7 +145,9 @@ def _redact_once(text: str) -> str:
     """Apply every redaction; each is skipped after one substring test when it cannot apply."""
     if "\\u" in text:
         text = rewrite(text, _ESCAPED_INVISIBLE.finditer(text), _escaped_invisible)
-    text = redact_key_shapes(redact_named(redact_key_blocks(text)))
+    if "PRIVATE KEY" in text:  # redact_key_blocks' own test, without the call
+        text = redact_key_blocks(text)
+    text = redact_key_shapes(redact_named(text))
     if "://" in text:
         if "@" in text:
             text = _USERINFO.sub(_url_value, text)
@@ -187,7 +189,7 @@ def sanitize(text: str) -> str:
         text = _drop_partial_token(text[:_PRECUT_CHARS])
     if not text.isascii() or text.encode("ascii").translate(None, _PRINTABLE_ASCII):
         text = _CONTROL.sub("", text)
-    if "\n" in text:
+    if "\n" in text and text.count("\n") > 3:  # a run to collapse has four line breaks
         text = _BLANK_LINES.sub("\n\n\n", text)
     text = _redact(text)
     if cut or (len(text) * 4 > MAX_EXCERPT_BYTES and len(text.encode()) > MAX_EXCERPT_BYTES):

@@ -181,20 +181,18 @@ def _lower(text: str) -> str:
 def redact_named(text: str) -> str:
     """Header values, assignments and bearer tokens, found by their (lower-case) names."""
     low = _lower(text)
-    present = [name for name in _NAMES if name in low]
-    if not present:  # the commonest case: one substring test per name, no pattern run
+    for name in _NAMES:
+        if name in low:
+            break
+    else:  # the commonest case: one substring test per name (by `in`: no call), no pattern
         return text
-    absent = set(_NAMES).difference(present)  # names (patterns share them) not in `low`
     for name, pattern, decide in _NAMED:
-        if name in absent:
-            continue
-        if name not in low:  # a substring test is cheaper than starting a regex scan
-            absent.add(name)
+        # A substring test is cheaper than starting a regex scan (patterns share names).
+        if name not in low:
             continue
         first = pattern.search(low)
         if first is not None:
             redacted = rewrite(text, _named_matches(text, low, name, first), decide)
             if redacted is not text:
                 text, low = redacted, _lower(redacted)
-                absent.clear()
     return text

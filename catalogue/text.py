@@ -53,14 +53,20 @@ def collapse_spaces(text: str) -> str:
 # Where a status code is stated in prose rather than given as a field: a 4xx/5xx number
 # (not part of a longer number) preceded by one of these contexts.
 _STATUS_NUMBER = re.compile(r"[45]\d\d")
+# Every branch opens with a literal, so the regex engine tries only the positions holding
+# one of their first characters (a branch opening with `^` or an optional group would make
+# it try every position of the window, each with every branch).
 _STATUS_CONTEXT = re.compile(
-    r"(?:status(?: code)?(?: is)?[:= ]\s*\(?|(?:error )?code\"?(?: is)?:?\s*|"
+    r"(?:status(?: code)?(?: is)?[:= ]\s*\(?|error code\"?(?: is)?:?\s*|code\"?(?: is)?:?\s*|"
     r"unexpected status |http(?:/[12](?:\.[01])?)?[ :]\s*|"
     r"httpstatuscode\"?:\s*|<status:\s*|error:?\s*\(?|message:\s*|\n|\[|"
-    # Rust's Debug of a status error (Warp's 'ErrorStatus(500, "")'); a report's opening
-    # decoration (Claude Code's '  ⎿  503 {...}').
-    r"errorstatus\(|^[\s⎿●⏺✕✖•·│>]+)$"
+    # Rust's Debug of a status error (Warp's 'ErrorStatus(500, "")').
+    r"errorstatus\()$"
 )
+# A report's opening decoration (Claude Code's '  ⎿  503 {...}'), from the text's start:
+# the one context that does not open with a literal, matched only near the start.
+_STATUS_OPENING = re.compile(r"[\s⎿●⏺✕✖•·│>]+$")
+_OPENING_REACH = 24  # the context window: a number further in has no opening before it
 _STATUS_PHRASE = re.compile(
     r" (?:too many requests|service unavailable|bad gateway|gateway timeout|"
     r"internal server error|unauthorized|forbidden|not found|bad request|payment required|"
@@ -91,10 +97,27 @@ def make_views(text: str) -> TextViews:
         # Output pasted as a Markdown quote ("> " before every line): the marks are
         # decoration, and a wrap inside a message would leave one between its words.
         lowered = _QUOTE_MARKS.sub("\n", lowered)
-    flat = collapse_spaces(lowered)
-    tokens = tokens_of(flat)
-    if not flat.isascii():
-        tokens.add(NON_ASCII_TOKEN)
+    if lowered.isascii():
+        # Most texts: the flat view and the tokens from one encoding, and no split when
+        # the text is already flat (no run of spaces, no control character, so no other
+        # white space, and none at its ends: then collapsing it gives it back).
+        encoded = lowered.encode("ascii")
+        if (
+            not lowered.isprintable()  # any control character: tabs, line breaks, ...
+            or "  " in lowered
+            or lowered[:1] == " "
+            or lowered[-1:] == " "
+        ):
+            flat = " ".join(lowered.split())
+            encoded = flat.encode("ascii")
+        else:
+            flat = lowered
+        tokens = set(encoded.translate(_TOKEN_TABLE).split())
+    else:
+        flat = collapse_spaces(lowered)
+        tokens = tokens_of(flat)
+        if not flat.isascii():  # collapsing removes non-ASCII white space
+            tokens.add(NON_ASCII_TOKEN)
     joined: str | None = None
     if "\n" in lowered and _wraps_mid_word(lowered):
         candidate = collapse_spaces(_unwrapped(lowered))
@@ -126,7 +149,11 @@ def status_in_text(lowered: str) -> int | None:
         start, end = match.span()
         if not _stands_alone(lowered, start, end):
             continue
-        if start == 0 or _STATUS_CONTEXT.search(lowered, max(0, start - 24), start):
+        if (
+            start == 0
+            or _STATUS_CONTEXT.search(lowered, max(0, start - _OPENING_REACH), start)
+            or (start <= _OPENING_REACH and _STATUS_OPENING.match(lowered, 0, start))
+        ):
             return int(match.group())
         if _STATUS_PHRASE.match(lowered, end):
             return int(match.group())

@@ -131,7 +131,8 @@ def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> Timing
     hint, a retry or wait phrase in another language with English units ("请在 30s 后重试",
     "Réessayez dans 45s") is read (catalogue._foreign_timing)."""
     t = text.lower()
-    now = _as_utc(now)
+    if now.tzinfo is None:  # `_as_utc`, inline: this runs on every classified error
+        now = now.replace(tzinfo=UTC)
     hint = _hint_in(t, now, zone)
     if hint is None and "\n" in t:
         # A terminal wrap inside a word of the lead phrase ("please try a\ngain after 1
@@ -153,14 +154,16 @@ def _hint_in(t: str, now: datetime, zone: tzinfo | None) -> TimingHint | None:
     """`parse_timing` on lowercased text, `now` in UTC."""
     if (hint := _structured_hint(t, now)) is not None:
         return hint
-    # Clock times name a zone in parentheses (or take the given one) and ISO instants have
-    # colons: without either, only delays can follow a lead phrase.
-    instants = zone is not None or "(" in t or ":" in t or "am" in t or "pm" in t
     stated: list[tuple[int, TimingHint]] = []
-    for start in _lead_starts(t):
-        hint = _delay_at(t, start) or (_instant_at(t, start, now, zone) if instants else None)
-        if hint is not None:
-            stated.append((start, hint))
+    starts = _lead_starts(t)
+    if starts:
+        # Clock times name a zone in parentheses (or take the given one) and ISO instants
+        # have colons: without either, only delays can follow a lead phrase.
+        instants = zone is not None or "(" in t or ":" in t or "am" in t or "pm" in t
+        for start in starts:
+            hint = _delay_at(t, start) or (_instant_at(t, start, now, zone) if instants else None)
+            if hint is not None:
+                stated.append((start, hint))
     if "|" in t and "reached" in t:
         stated.extend(_epoch_hints(t, now))
         stated.sort(key=lambda item: item[0])
@@ -302,6 +305,8 @@ def _lead_starts(t: str) -> list[int]:
     """Positions, in text order, where a lead phrase may start."""
     starts: list[int] = []
     for keyword in _LEAD_KEYWORDS:
+        if keyword not in t:  # the commonest case, and the `in` operator costs no call
+            continue
         at = t.find(keyword)
         while at >= 0:
             starts.append(at - 2 if keyword == "try" and t.startswith("re", at - 2) else at)
