@@ -8,16 +8,14 @@ from actors.engine.config import (
     DEFAULT_DATA_DIR,
     DEFAULT_HOSTS,
     ENVIRONMENT,
-    REDIS_SCHEMES,
     SETTINGS,
     ConfigError,
-    PositiveInt,
-    PositiveSeconds,
     RuntimeConfig,
     load_config,
     read_toml,
     setting_env,
 )
+from actors.engine.config_values import REDIS_SCHEMES, PositiveInt, PositiveSeconds
 
 __all__ = [
     "CONFIG_ENV",

@@ -28,7 +28,10 @@ __all__ = [
     "InvalidIdentifierError",
     "InvalidRouteIdError",
     "InvalidStateError",
+    "MessageNotFoundError",
     "NoEligibleCandidateError",
+    "NotAuthorisedError",
+    "PluginLoadError",
     "RecoveryError",
     "StaleFieldError",
     "StaleGenerationError",
@@ -202,6 +205,52 @@ class StoreUnavailableError(RecoveryError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.operation, self.detail))
+
+
+class MessageNotFoundError(RecoveryError):
+    """A transcript message to update that does not exist (deleted, or never written)."""
+
+    def __init__(self, message_id: str) -> None:
+        self.message_id = message_id
+        super().__init__(f"transcript message {message_id!r} does not exist")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message_id,))
+
+
+class NotAuthorisedError(RecoveryError):
+    """A task-session pair the principal may not act on, or that does not exist: the two
+    are one answer on purpose (a caller cannot probe which sessions exist). Built from
+    the caller's own input only, so a denied pair and a foreign one read the same."""
+
+    def __init__(self, task_id: object, session_id: object) -> None:
+        self.task_id = task_id
+        self.session_id = session_id
+        super().__init__(
+            f"task {_shown(task_id)}, session {_shown(session_id)}: not found or not authorised"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.task_id, self.session_id))
+
+
+class PluginLoadError(RecoveryError, ValueError):
+    """A `module:factory` setting (e.g. RECOVERY_TRANSCRIPT) that does not load: `setting`
+    names the variable, `spec` its value, `detail` what went wrong."""
+
+    def __init__(self, setting: str, spec: str, detail: str) -> None:
+        self.setting = setting
+        self.spec = spec
+        self.detail = detail
+        super().__init__(f"{setting}={spec!r}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.setting, self.spec, self.detail))
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:79] + "…"
 
 
 class InvalidCircuitInputError(RecoveryError):

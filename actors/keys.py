@@ -19,6 +19,13 @@ Layout (`<p>` = prefix):
     <p>:circuit:<resource>                   hash    one circuit's state (resource = 32 hex)
     <p>:parked:<resource>                    zset    route ids parked on it -> park time (epoch)
     <p>:circuits                             set     resource ids of every known circuit
+    <p>:message:<message>                    hash    one transcript message (message = 32 hex)
+    <p>:session-messages:<task>:<session>    zset    the session's message ids -> created_at
+    <p>:transcript-sessions                  set     "<task>:<session>" of every session with
+                                                     messages (for listing without SCAN)
+    <p>:transcript                           stream  session.message.updated / .deleted (MAXLEN ~)
+
+A task id has a route id's shape; a session is a route, so a session id is a route id.
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ _PREFIX = re.compile(PREFIX_PATTERN)
 _RESOURCE_ID = re.compile(RESOURCE_ID_PATTERN)
 REQUEST_ID_PATTERN: Final = r"[A-Za-z0-9._:-]{1,128}"
 _REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
+TASK_ID_PATTERN: Final = ROUTE_ID_PATTERN
+MESSAGE_ID_PATTERN: Final = r"[0-9a-f]{32}"
+_MESSAGE_ID = re.compile(MESSAGE_ID_PATTERN)
 
 
 def valid_route_id(route_id: str) -> str:
@@ -58,6 +68,21 @@ def valid_request_id(request_id: str) -> str:
     if not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id):
         raise InvalidIdentifierError("request id", request_id, REQUEST_ID_PATTERN)
     return request_id
+
+
+def valid_task_id(task_id: str) -> str:
+    """An orchestrator's task id unchanged (a route id's shape), or InvalidIdentifierError."""
+    if not isinstance(task_id, str) or not _ROUTE_ID.fullmatch(task_id):
+        raise InvalidIdentifierError("task id", task_id, TASK_ID_PATTERN)
+    return task_id
+
+
+def valid_message_id(message_id: str) -> str:
+    """A transcript message id the Redis transcript made (32 lowercase hex), unchanged, or
+    InvalidIdentifierError naming it."""
+    if not isinstance(message_id, str) or not _MESSAGE_ID.fullmatch(message_id):
+        raise InvalidIdentifierError("message id", message_id, MESSAGE_ID_PATTERN)
+    return message_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +125,17 @@ def _valid_counter(kind: str, value: int) -> int:
     return value
 
 
+def session_member(task_id: str, session_id: str) -> str:
+    """`<task>:<session>`: neither id can hold a `:`, so the pair reads back unambiguously."""
+    return f"{valid_task_id(task_id)}:{valid_route_id(session_id)}"
+
+
 RouteId = Annotated[str, AfterValidator(valid_route_id)]
 """A route id field: invalid values raise InvalidRouteIdError (not a ValidationError)."""
 
 HostId = Annotated[str, AfterValidator(valid_host_id)]
+TaskId = Annotated[str, AfterValidator(valid_task_id)]
+MessageId = Annotated[str, AfterValidator(valid_message_id)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +200,24 @@ class KeySpace:
     @property
     def circuits(self) -> str:
         return f"{self.prefix}:circuits"
+
+    def message(self, message_id: str) -> str:
+        """One transcript message's hash."""
+        return f"{self.prefix}:message:{valid_message_id(message_id)}"
+
+    def session_messages(self, task_id: str, session_id: str) -> str:
+        """The message ids of one task's session, scored by creation time (epoch s)."""
+        return f"{self.prefix}:session-messages:{session_member(task_id, session_id)}"
+
+    @property
+    def transcript_sessions(self) -> str:
+        """Every (task, session) that has transcript messages, as `session_member`s."""
+        return f"{self.prefix}:transcript-sessions"
+
+    @property
+    def transcript(self) -> str:
+        """The transcript's change stream (session.message.updated / .deleted)."""
+        return f"{self.prefix}:transcript"
 
     @property
     def installation(self) -> str:

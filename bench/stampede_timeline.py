@@ -11,6 +11,7 @@ fired), and the planned slots give the wave profile the runtime asked for.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -96,4 +97,18 @@ def timeline(
         **spread_ms([r.released_at - close for r in released.values()], "release_written"),
         **spread_ms(lateness, "release_fire"),  # issue 17 names the p50 `release_fire_p50_ms`
         **spread_ms(after_fire, "fire_to_send"),
+        "release_fire_p50_ms_by_second": _lateness_by_second(fired, close),
     }
+
+
+def _lateness_by_second(fired: Sequence[Released], close: float) -> list[float]:
+    """The median timer lateness of the routes whose slot falls in each second after the
+    close (the first wave's slots come before its release is written)."""
+    by_second: dict[int, list[float]] = {}
+    for r in fired:
+        if r.fired_at is not None:
+            by_second.setdefault(max(0, int(r.slot - close)), []).append(r.fired_at - r.slot)
+    return [
+        round(statistics.median(by_second.get(second, [0.0])) * 1000, 1)
+        for second in range(max(by_second, default=-1) + 1)
+    ]

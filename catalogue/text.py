@@ -21,6 +21,10 @@ _SPACE_RUN = re.compile(r"\s+")
 _MID_WORD_WRAP = re.compile(r"\n(?:(?<=\w\n)|(?<=\w\r\n))[ \t]*\w")
 
 
+# The quote marks at the start of a line of Markdown-quoted output ("> ", "> > ").
+_QUOTE_MARKS = re.compile(r"\n(?:[ \t]*>)+")
+
+
 def _wraps_mid_word(text: str) -> bool:
     """Whether `text` has a word character, an optional CR, a line break, optional spaces
     or tabs and a word character, in that order."""
@@ -89,6 +93,10 @@ def make_views(text: str) -> TextViews:
         # JSON printed inside another message keeps its escaped line breaks ("an internal
         # \\n  error"); read them as the line breaks they were.
         lowered = lowered.replace("\\r\\n", "\n").replace("\\n", "\n")
+    if "\n>" in lowered:
+        # Output pasted as a Markdown quote ("> " before every line): the marks are
+        # decoration, and a wrap inside a message would leave one between its words.
+        lowered = _QUOTE_MARKS.sub("\n", lowered)
     if lowered.isascii():
         # Most texts: the flat view and the tokens from one encoding, and no split when
         # the text is already flat (no run of spaces, no control character, so no other

@@ -133,6 +133,25 @@ def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> Timing
     t = text.lower()
     if now.tzinfo is None:  # `_as_utc`, inline: this runs on every classified error
         now = now.replace(tzinfo=UTC)
+    hint = _hint_in(t, now, zone)
+    if hint is None and "\n" in t:
+        # A terminal wrap inside a word of the lead phrase ("please try a\ngain after 1
+        # seconds", Moonshot's 429 as kimi-cli prints it): read again with each line break
+        # between two letters removed. Only when nothing was read: a break between words
+        # stays a break, so a client's countdown on a line of its own is still told apart.
+        rejoined = _MID_WORD_BREAK.sub("", t)
+        if rejoined != t:
+            hint = _hint_in(rejoined, now, zone)
+    return hint
+
+
+# A line break (with the indentation after it) between two letters: a terminal wrap that
+# split one word.
+_MID_WORD_BREAK = re.compile(r"(?<=[^\W\d_])\r?\n[ \t]*(?=[^\W\d_])")
+
+
+def _hint_in(t: str, now: datetime, zone: tzinfo | None) -> TimingHint | None:
+    """`parse_timing` on lowercased text, `now` in UTC."""
     if (hint := _structured_hint(t, now)) is not None:
         return hint
     stated: list[tuple[int, TimingHint]] = []
@@ -226,6 +245,8 @@ def _retry_delay_hint(t: str) -> TimingHint | None:
 def _delay_at(t: str, start: int) -> TimingHint | None:
     if (lead := _DELAY_LEAD.match(t, start)) is None or _client_retry_line(t, start):
         return None
+    if _relay_pool_countdown(t, start):
+        return None
     parsed = read_duration(t, lead.end())
     if parsed is None or _ATTEMPT_AFTER.match(t, parsed[1]):
         return None
@@ -235,6 +256,25 @@ def _delay_at(t: str, start: int) -> TimingHint | None:
 # A client announcing what it will do itself ("429; will retry in 10s", "going to try again
 # in 30 seconds"): its own backoff, where a server asks the caller ("please retry in").
 _CLIENT_WILL = re.compile(r"(?:\bwill|'ll|\bgoing\s+to|\bshall)\s+(?:auto(?:matically)?\s+)?$")
+
+
+# A relay that pools accounts or keys describing its own pool's state ("all 1 active
+# accounts rate limited (reset after 5s)", OmniRoute's log, diegosouzapw/OmniRoute#1649):
+# the relay's cooldown, not the provider's reset. Only a "reset(s) in/after" that describes
+# the pool; a relay asking its caller to wait ("All accounts are currently limited. Please
+# wait 8s.", lbjlaq/Antigravity-Manager#766) is the hint of the server the agent talks to.
+# Looked for on the lead's own line, in the 120 characters before it.
+_RELAY_POOL = re.compile(
+    r"\ball\s+(?:\d+\s+)?(?:(?:active|available|enabled|upstream)\s+)?"
+    r"(?:accounts|credentials|keys|api\s+keys|channels)\b[^\n]*$"
+)
+
+
+def _relay_pool_countdown(t: str, start: int) -> bool:
+    if not t.startswith("reset", start):
+        return False
+    line_start = t.rfind("\n", max(0, start - 120), start) + 1
+    return _RELAY_POOL.search(t, max(line_start, start - 120), start) is not None
 
 
 def _client_retry_line(t: str, start: int) -> bool:

@@ -12,6 +12,7 @@ from actors.cli import acp as cli_acp
 from actors.cli import catalogue as cli_catalogue
 from actors.cli import circuits as cli_circuits
 from actors.cli import demo as cli_demo
+from actors.cli import notices as cli_notices
 from actors.cli import policy as cli_policy
 from actors.cli import reconcile as cli_reconcile
 from actors.cli import routes as cli_routes
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_policy.register(commands)
     cli_routes.register(commands)
     cli_circuits.register(commands)
+    cli_notices.register(commands)
     cli_reconcile.register(commands)
     cli_acp.register(commands)
     cli_up.register(commands)

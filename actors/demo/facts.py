@@ -20,7 +20,9 @@ from actors.demo.demo_keys import DemoKeys
 from actors.demo.dispatcher import DispatchRecord, read_records
 from actors.keys import KeySpace
 from actors.routes.models import AttemptRecord, RouteEvent, ScheduleEntry
+from actors.store.redis_transcript import decode_event as decode_transcript_event
 from actors.store.route_codec import decode_attempt, decode_event, decode_schedule
+from actors.store.transcript_reads import read_notices
 
 PAGE: Final = 1000
 
@@ -45,6 +47,23 @@ class RedisFacts:
     ledger_outcomes: Counter[str]
     circuits: tuple[Mapping[str, str], ...]
     dispatches: tuple[DispatchRecord, ...]
+    notices: NoticeFacts
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeFacts:
+    """The transcript's retry notices: `written` creates and updates of a `retrying: true`
+    message (its stream's session.message.updated events), `retired` deletions (its
+    session.message.deleted events), `left` retry notices still in the transcript whose
+    route no longer retries (leaked), `held` those of routes still in their retry loop."""
+
+    written: int
+    retired: int
+    left: int
+    held: int = 0
+
+
+RETRYING_STATES: Final = frozenset({"retry_wait", "waiting_for_reset", "retrying"})
 
 
 def _text(value: Any) -> str:
@@ -149,4 +168,25 @@ def read_facts(client: redis.Redis, prefix: str) -> RedisFacts:
         ledger_outcomes=_ledger_outcomes(client, keys),
         circuits=_circuits(client, keys),
         dispatches=tuple(read_records(client.lrange(demo.dispatches, 0, -1))),
+        notices=_notices(client, keys, _route_states(client, keys)),
     )
+
+
+def _notices(client: redis.Redis, keys: KeySpace, states: Mapping[str, str]) -> NoticeFacts:
+    written = retired = 0
+    start = "-"
+    while True:
+        entries = cast("list[tuple[Any, dict[Any, Any]]]",
+                       client.xrange(keys.transcript, start, "+", count=PAGE))  # fmt: skip
+        for entry_id, fields in entries:
+            event = decode_transcript_event(_text(entry_id), _texts(fields))
+            if event.message is not None and event.message.metadata.get("retrying") is True:
+                written += 1
+            elif event.event == "session.message.deleted":
+                retired += 1
+        if len(entries) < PAGE:
+            break
+        start = "(" + _text(entries[-1][0])
+    sessions = [notice.session_id for notice in read_notices(client, keys)]
+    held = sum(1 for session in sessions if states.get(session) in RETRYING_STATES)
+    return NoticeFacts(written, retired, len(sessions) - held, held)

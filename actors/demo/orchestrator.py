@@ -13,6 +13,11 @@ returns the route's decision, and the session follows it —
 - `action_required`: a manual action once per session (resume, start fresh, or close),
   then close.
 
+Every fifth session is an interactive task chat (actors/demo/profiles.py): started with a
+task id on a concrete profile, so its retries leave a transcript notice; while it waits
+for a retry, it cancels the retry (`cancel_transient_retry`) half of the time, as a user
+pressing Cancel would, and follows the route into manual recovery.
+
 Once the demo's duration has passed no session starts a turn: each finishes the turn it
 is in (its schedules fire and are dispatched as usual) and closes its route. The
 orchestrator's own counters (conflicts, unexpected dispatches) are reported beside the
@@ -33,7 +38,7 @@ from redis.asyncio import Redis
 
 from actors.demo.demo_keys import DemoKeys
 from actors.demo.dispatcher import DispatchRecord
-from actors.demo.profiles import candidate_of, profile_for
+from actors.demo.profiles import candidate_of, concrete_for, interactive, profile_for
 from actors.demo.turns import SessionScript
 from actors.errors import TransitionRejectedError
 from actors.hosting.handle import RouteHandle
@@ -99,9 +104,11 @@ class Session:
     control: FleetControl
     profile: DynamicProfile = field(init=False)
     manual_used: bool = False
+    task_id: str | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.profile = profile_for(self.index)
+        self.task_id = f"task-{self.index:04d}" if interactive(self.index) else None
 
     @property
     def route_id(self) -> str:
@@ -116,9 +123,10 @@ class Session:
         if not self.control.driving:
             return
         turns = self.script.randint(*TURNS)
+        chosen = self.profile if self.task_id is None else concrete_for(self.index)
         snap: RouteSnapshot | None = await self.route.start(
-            self.profile, caller="kanban", invocation_id=self.invocation_id,
-            provider_session_id=f"native-{self.route_id}",
+            chosen, caller="kanban", invocation_id=self.invocation_id,
+            provider_session_id=f"native-{self.route_id}", task_id=self.task_id,
         )  # fmt: skip
         if snap is not None and snap.state in WAITING:  # parked on its open circuits
             snap = await self._follow(snap)
@@ -172,6 +180,12 @@ class Session:
     async def _wait_dispatch(self, snap: RouteSnapshot) -> RouteSnapshot:
         """Until the dispatcher says to run this attempt; re-reading the route now and
         then in case it left the wait another way (e.g. an ambiguous dispatch)."""
+        if self.task_id is not None and snap.state != "retrying" and self._cancels():
+            cancelled = await self.route.cancel_transient_retry(self.task_id, "demo-user")
+            self.control.counters[
+                "retries_cancelled" if cancelled.active else "cancel_cleanups"
+            ] += 1
+            return cancelled.snapshot
         queue = self.inbox.queue(self.route_id)
         while True:
             try:
@@ -184,6 +198,9 @@ class Session:
             if (record.generation, record.ordinal) == (snap.generation, snap.attempt_ordinal):
                 return snap.model_copy(update={"state": "retrying"})
             self.control.counters["stale_dispatch_messages"] += 1
+
+    def _cancels(self) -> bool:
+        return self.script.choose(("cancel", "wait"), (1, 1)) == "cancel"
 
     async def _manual(self, snap: RouteSnapshot) -> RouteSnapshot:
         action = "close" if self.manual_used else self.script.choose(MANUAL, MANUAL_WEIGHTS)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from actors.demo.errors import DemoError
+from actors.routes.profiles import ConcreteProfile
 from policy import (
     Candidate,
     ClassPolicy,
@@ -128,3 +129,22 @@ def candidate_of(profile: DynamicProfile, candidate_id: str | None) -> Candidate
         if candidate.id == candidate_id:
             return candidate
     raise DemoError(f"candidate {candidate_id!r} is not in profile {profile.name!r}")
+
+
+INTERACTIVE_EVERY: Final = 5
+
+
+def interactive(session_index: int) -> bool:
+    """Every fifth session is an interactive task chat: a concrete profile under the
+    built-in `interactive` policy, whose retries leave a transcript notice."""
+    return session_index % INTERACTIVE_EVERY == 0
+
+
+def concrete_for(session_index: int) -> ConcreteProfile:
+    """The interactive session's concrete profile: its dynamic profile's first candidate
+    alone, under the `interactive` policy (retries at 5, 10, 20, 40, 60 s, then stop)."""
+    first = profile_for(session_index).candidates[0]
+    return ConcreteProfile(
+        id=first.id, agent=first.agent, provider=first.provider, model=first.model,
+        policy="interactive",
+    )  # fmt: skip

@@ -51,6 +51,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         f"double dispatches: {invariants['double_dispatches']}",
         f"schedules lost: {invariants['schedules_lost']}",
         f"unexplained dispatches: {invariants['unexplained_dispatches']}",
+        f"notices written: {report['notices']['written']} (retired {report['notices']['retired']})",
+        f"notices leaked: {invariants['notices_leaked']}",
     ]
     lines += [f"  lost: {name}" for name in schedules["lost"]]
     lines += [f"  doubled: {name}" for name in dispatch["doubled"]]

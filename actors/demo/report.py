@@ -13,7 +13,9 @@ Invariants (the run fails if one is violated):
 - schedules lost. A schedule is written by every event that leaves its route in
   `retry_wait` or `waiting_for_reset` with a deadline; it is named by (route, generation,
   attempt ordinal). Its fate is decided by the route's next event in the stream: `fired`
-  when that event is `deadline_reached` at the same generation and ordinal;
+  when that event is `deadline_reached` (or `circuit_probe_wake`: its circuit host woke it
+  as the probe, before its own deadline; no lateness then) at the same generation and
+  ordinal;
   `rescheduled` when that event writes a schedule for the same attempt again (a wait
   parked on an open circuit, a profile edit), whose own fate is then followed;
   `cancelled` when it is any other transition (a manual retry now, skip, cancel, stop or
@@ -24,8 +26,12 @@ Invariants (the run fails if one is violated):
   instant may not have written yet). Any other schedule is lost, and so is a schedule
   Redis holds that no event wrote. Must be 0.
 - unexplained dispatches: dispatcher calls for an attempt that never reached
-  `retrying` (no `deadline_reached` or `retry_now` event at that generation and ordinal).
+  `retrying` (no `deadline_reached`, `retry_now` or `circuit_probe_wake` event at that
+  generation and ordinal).
   Must be 0.
+- notices leaked: transcript retry notices (`retrying: true`) still there for a route that
+  no longer retries (a route still in its retry loop when the drain ended holds its
+  notice: counted apart). Must be 0.
 """
 
 from __future__ import annotations
@@ -41,7 +47,9 @@ from actors.demo.facts import RedisFacts, StreamEvent
 PENDING_GRACE_S: Final = 1.0
 POLICY_DECISIONS: Final = ("retry", "wait_for_reset", "skip", "stop")
 WAITING: Final = frozenset({"retry_wait", "waiting_for_reset"})
-DUE_CAUSES: Final = frozenset({"deadline_reached", "retry_now"})
+# What moves an attempt to retrying: its deadline, a retry now, or its circuit host
+# waking it as the circuit's probe.
+DUE_CAUSES: Final = frozenset({"deadline_reached", "retry_now", "circuit_probe_wake"})
 
 Attempt = tuple[str, int, int]  # route, generation, attempt ordinal
 
@@ -118,7 +126,9 @@ def _settle(fates: ScheduleFates, item: StreamEvent, following: StreamEvent) -> 
     written, after = item.event, following.event
     same = after.generation == written.generation
     same = same and after.attempt_ordinal == written.attempt_ordinal
-    if after.cause == "deadline_reached" and same:
+    if after.cause == "circuit_probe_wake" and same:
+        fates.fired += 1  # fired early by its circuit host, as the circuit's probe
+    elif after.cause == "deadline_reached" and same:
         fates.fired += 1
         assert written.deadline is not None  # a schedule-writing event has one
         fates.lateness_s.append(following.written_at - written.deadline.timestamp())
@@ -203,6 +213,7 @@ def build_report(facts: RedisFacts, run: dict[str, Any]) -> dict[str, Any]:
         "double_dispatches": dispatch["double_dispatches"],
         "schedules_lost": len(fates.lost),
         "unexplained_dispatches": dispatch["unexplained_dispatches"],
+        "notices_leaked": facts.notices.left,
     }
     return {
         "run": run,
@@ -221,6 +232,8 @@ def build_report(facts: RedisFacts, run: dict[str, Any]) -> dict[str, Any]:
                       "pending": fates.pending, "lost": fates.lost[:20]},
         "timer_lateness_ms": spread_ms(fates.lateness_s),
         "events": facts.events_len,
+        "notices": {"written": facts.notices.written, "retired": facts.notices.retired,
+                    "leaked": facts.notices.left, "held_by_live_retries": facts.notices.held},
         "invariants": invariants,
         "ok": not any(invariants.values()),
     }  # fmt: skip

@@ -1,2 +1,4 @@
 """The asyncio machinery a route host or a job runs: the batch runner (the one write path),
-the route service, circuit effects, timers, and the runtime's settings with their loader."""
+the route service, circuit effects, timers, the runtime's settings with their loader, and
+the transcript-notice lifecycle (session guards, notice writer and resolver, authoriser,
+the orchestrator's plug-ins)."""

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from typing import Final
 
 from actors.engine.circuit_effects import CircuitEffects, Release
 from actors.engine.classifier import RoundClassifier
+from actors.engine.notice_lifecycle import Committed
 from actors.engine.requests import Outcome, answer_replays, record_unchanged, request_record
 from actors.errors import (
     CorruptRouteError,
@@ -52,8 +53,9 @@ from actors.store.route_store import RouteStore
 
 # A release is written in slot order, this many routes a batch: the first slots are armed
 # while the later ones are still being written (one batch of every route would arm none
-# before all were written, and the first wave starts at the close).
-RELEASE_BATCH: Final = 500
+# before all were written, and the first wave starts at the close). 100 is about a
+# second of one host's slots at the default budget (a fifth of 1,000 parked a second).
+RELEASE_BATCH: Final = 100
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +131,16 @@ class BatchRunner:
         circuits: CircuitEffects | None = None,
         *,
         on_quarantined: Callable[[RouteSnapshot, str], None] | None = None,
+        on_committed: Callable[[Sequence[Committed]], Awaitable[None]] | None = None,
     ) -> None:
+        """`on_committed` follows each round's applied transitions once the round's route
+        locks are released (transcript notices: actors/engine/notice_lifecycle.py)."""
         self.store = store
         self.locks = locks
         self._context = context
         self._on_applied = on_applied
         self._on_quarantined = on_quarantined
+        self._on_committed = on_committed
         self.circuits = circuits
         if circuits is not None:  # a redelivered probe success releases through here too
             circuits.release_runner = self.release
@@ -152,8 +158,10 @@ class BatchRunner:
         releases: list[Release] = []
         for round_indexes in rounds([items[i] for i in valid]):
             indexes = [valid[i] for i in round_indexes]
-            results, released = await self._run_round([items[i] for i in indexes])
+            results, released, committed = await self._run_round([items[i] for i in indexes])
             releases += released
+            if committed and self._on_committed is not None:
+                await self._on_committed(committed)
             for index, result in zip(indexes, results, strict=True):
                 outcomes[index] = result
         await self.release(releases)
@@ -199,24 +207,29 @@ class BatchRunner:
 
     async def _run_round(
         self, items: Sequence[tuple[str, RouteCommand]]
-    ) -> tuple[list[Outcome], list[Release]]:
+    ) -> tuple[list[Outcome], list[Release], list[Committed]]:
         route_ids = [route_id for route_id, _ in items]
         async with self.locks.hold_all(route_ids):
             context = replace(self._context(), classifier=RoundClassifier())
             try:
                 read = await self.store.read_snapshots(route_ids)
             except RecoveryError as error:
-                return [error] * len(items), []
+                return [error] * len(items), [], []
             # A route whose stored data cannot be read is quarantined; the others go on.
             outcomes: list[Outcome] = list(read)
             await self._quarantine(outcomes, context)
             readable = [(i, r) for i, r in enumerate(read) if isinstance(r, RouteSnapshot)]
-            done, releases = await self._run_readable(
-                [items[i] for i, _ in readable], [r for _, r in readable], context
-            )
+            readable_items = [items[i] for i, _ in readable]
+            befores = [r for _, r in readable]
+            done, releases = await self._run_readable(readable_items, befores, context)
             for (index, _), outcome in zip(readable, done, strict=True):
                 outcomes[index] = outcome
-        return outcomes, releases
+        committed = [
+            Committed(command, before, after)
+            for (_, command), before, after in zip(readable_items, befores, done, strict=True)
+            if isinstance(after, RouteSnapshot) and after is not before
+        ]
+        return outcomes, releases, committed
 
     async def _quarantine(self, outcomes: list[Outcome], context: RouteContext) -> None:
         """Quarantine every route read as corrupt (actors/routes/quarantine.py): its item's

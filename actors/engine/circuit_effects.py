@@ -77,6 +77,7 @@ from actors.routes.circuit_board import (
 )
 from actors.routes.commands import (
     FireDue,
+    ProbeParked,
     ReleaseParked,
     ReportFailure,
     ReportSuccess,
@@ -147,7 +148,8 @@ class CircuitEffects:
             if isinstance(command, ReleaseParked):
                 continue  # a wave slot for a parked route: planned without the circuits
             meets = isinstance(
-                command, ReportFailure | ReportSuccess | FireDue | RetryNow | ReturnUnsent
+                command,
+                ReportFailure | ReportSuccess | FireDue | ProbeParked | RetryNow | ReturnUnsent,
             )
             if meets or snapshot.circuit or snapshot.probe_token:
                 key = candidate_key(snapshot, self.binding)

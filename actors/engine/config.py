@@ -23,6 +23,12 @@ variable counts as unset. Every setting, with its TOML key and environment varia
                     RECOVERY_DISPATCH_TIMEOUT_S             60 (1 to 600 s a dispatch job
                                                             waits for the dispatcher: past
                                                             it, ambiguous: action_required)
+    transcript      RECOVERY_TRANSCRIPT        none: the Redis transcript ("module:factory"
+                                               of the orchestrator's TranscriptPort)
+    authoriser      RECOVERY_AUTHORISER        none: the task recorded at route start
+                                               ("module:factory" of an Authoriser)
+    transcript_maxlen
+                    RECOVERY_TRANSCRIPT_MAXLEN              100000 (transcript stream MAXLEN)
     worker_paths    RECOVERY_WORKER_PATHS      none (import paths for the workers;
                                                a TOML list, or os.pathsep-separated)
     data_dir        RECOVERY_DATA_DIR          ~/.local/state/provider-recovery
@@ -54,51 +60,56 @@ Booleans accept true/false, yes/no, on/off, 1/0 (any case) from the environment.
 A bad value raises ConfigError naming its source (the file, the variable or the flag),
 the setting and the value: `RECOVERY_HOSTS: must be an integer >= 1, got 'x'`,
 `config.toml: hosts: must be an integer >= 1, got 0`; a TOML key that is not a setting
-is rejected by name. The dispatcher's shape is checked (`package.module:callable`), never
+is rejected by name. An import path's shape is checked (`package.module:callable`), never
 imported here: the rq workers import it.
 """
 
 from __future__ import annotations
 
-import math
-import os
-import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from actors.engine.config_values import (
+    PositiveInt,
+    PositiveSeconds,
+    parse_boolean,
+    parse_circuit_hosts,
+    parse_count,
+    parse_dispatch_timeout,
+    parse_import_path,
+    parse_key_prefix,
+    parse_optional,
+    parse_path,
+    parse_paths,
+    parse_positive_int,
+    parse_queue,
+    parse_redis_url,
+    parse_text,
+)
 from actors.engine.settings import (
-    CIRCUIT_HOSTS_RANGE,
     DEFAULT_CIRCUIT_HOSTS,
     DEFAULT_DISPATCH_TIMEOUT_S,
-    DISPATCH_TIMEOUT_RANGE_S,
     EngineSettings,
 )
 from actors.errors import RecoveryError
-from actors.keys import DEFAULT_PREFIX, PREFIX_PATTERN, KeySpace
+from actors.keys import DEFAULT_PREFIX
 from actors.routes.circuit_board import DEFAULT_PROBE_TTL_S
 from actors.routes.commands import RouteSettings
+from actors.store.redis_transcript import DEFAULT_TRANSCRIPT_MAXLEN
 from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
-from catalogue.sanitize import masked_url
 from circuits import CircuitSettings
 
 CONFIG_ENV: Final = "RECOVERY_CONFIG"
 DEFAULT_HOSTS: Final = 2
 DEFAULT_WORKER_COUNT: Final = 1
 DEFAULT_DATA_DIR: Final = Path("~/.local/state/provider-recovery")
-REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 _ROUTE_DEFAULTS: Final = RouteSettings()
 _CIRCUIT_DEFAULTS: Final = CircuitSettings()
-_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
-_DOTTED = rf"{_IDENTIFIER}(?:\.{_IDENTIFIER})*"
-_DISPATCHER = re.compile(rf"{_DOTTED}:{_DOTTED}")
-_QUEUE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_TRUE: Final = frozenset({"true", "yes", "on", "1"})
-_FALSE: Final = frozenset({"false", "no", "off", "0"})
 
 
 SECRET_SETTINGS: Final = frozenset({"redis_url", "installation_key"})
@@ -124,161 +135,37 @@ class ConfigError(RecoveryError):
         return (type(self), (self.source, self.field, self.value, self.reason))
 
 
-# Value parsers: each takes what a TOML file (typed) or the environment (text) gives and
-# returns the setting's value, or raises ValueError saying what the value must be.
-
-
-def _positive_int(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    if (
-        isinstance(value, str)
-        and value.strip().isascii()
-        and value.strip().isdigit()
-        and int(value) >= 1
-    ):
-        return int(value)
-    raise ValueError(f"must be an integer >= 1, got {value!r}")
-
-
-def _count(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    text = value.strip() if isinstance(value, str) else ""
-    if text.isascii() and text.isdigit():
-        return int(text)
-    raise ValueError(f"must be an integer >= 0, got {value!r}")
-
-
-def _circuit_hosts(value: object) -> int:
-    low, high = CIRCUIT_HOSTS_RANGE
-    try:
-        count = _count(value)
-    except ValueError:
-        count = -1
-    if low <= count <= high:
-        return count
-    raise ValueError(f"must be an integer from {low} to {high}, got {value!r}")
-
-
-def _positive_float(value: object) -> float:
-    number: float | None = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            number = None
-    if number is not None and math.isfinite(number) and number > 0:
-        return number
-    raise ValueError(f"must be a number of seconds > 0, got {value!r}")
-
-
-def _dispatch_timeout(value: object) -> float:
-    low, high = DISPATCH_TIMEOUT_RANGE_S
-    try:
-        seconds = _positive_float(value)
-    except ValueError:
-        seconds = math.nan
-    if low <= seconds <= high:
-        return seconds
-    raise ValueError(f"must be a number of seconds from {low:g} to {high:g}, got {value!r}")
-
-
-def _boolean(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    raise ValueError(f"must be a boolean (true/false, yes/no, on/off, 1/0), got {value!r}")
-
-
-def _text(value: object) -> str:
-    if isinstance(value, str) and value.strip():
-        return value.strip()
-    raise ValueError(f"must be a non-empty string, got {value!r}")
-
-
-def _redis_url(value: object) -> str:
-    url = _text(value)
-    if not url.startswith(REDIS_SCHEMES):
-        shown = masked_url(url)  # never the password of a mistyped URL
-        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, got {shown!r}")
-    return url
-
-
-def _dispatcher(value: object) -> str:
-    if isinstance(value, str) and _DISPATCHER.fullmatch(value.strip()):
-        return value.strip()
-    raise ValueError(f"must be an import path 'package.module:callable', got {value!r}")
-
-
-def _queue(value: object) -> str:
-    if isinstance(value, str) and _QUEUE.fullmatch(value.strip()):
-        return value.strip()
-    raise ValueError(f"must match [A-Za-z0-9._:-]{{1,128}}, got {value!r}")
-
-
-def _key_prefix(value: object) -> str:
-    if isinstance(value, str):
-        try:
-            return KeySpace(value.strip()).prefix
-        except RecoveryError:
-            pass
-    raise ValueError(f"must match {PREFIX_PATTERN} and not end with ':', got {value!r}")
-
-
-def _path(value: object) -> Path:
-    if isinstance(value, Path):
-        return value
-    return Path(_text(value))
-
-
-def _paths(value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return tuple(part for part in value.split(os.pathsep) if part)
-    if isinstance(value, list | tuple) and all(isinstance(p, str) and p for p in value):
-        return tuple(value)
-    raise ValueError(f"must be a list of folder paths, got {value!r}")
-
-
-def _optional(parse: Callable[[object], Any]) -> Callable[[object], Any]:
-    return lambda value: None if value is None else parse(value)
-
-
-PositiveInt = Annotated[int, BeforeValidator(_positive_int)]
-PositiveSeconds = Annotated[float, BeforeValidator(_positive_float)]
-
-
 class RuntimeConfig(BaseModel):
     """Every setting of a runtime (see the module docstring for sources and defaults)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    redis_url: Annotated[str | None, BeforeValidator(_optional(_redis_url))] = Field(
+    redis_url: Annotated[str | None, BeforeValidator(parse_optional(parse_redis_url))] = Field(
         default=None,
         repr=False,  # it may hold a password
     )
-    ray_address: Annotated[str | None, BeforeValidator(_optional(_text))] = None
-    ray_cpus: Annotated[int | None, BeforeValidator(_optional(_positive_int))] = None
-    ray_dashboard: Annotated[bool, BeforeValidator(_boolean)] = True
-    ray_host: Annotated[str, BeforeValidator(_text)] = "127.0.0.1"
+    ray_address: Annotated[str | None, BeforeValidator(parse_optional(parse_text))] = None
+    ray_cpus: Annotated[int | None, BeforeValidator(parse_optional(parse_positive_int))] = None
+    ray_dashboard: Annotated[bool, BeforeValidator(parse_boolean)] = True
+    ray_host: Annotated[str, BeforeValidator(parse_text)] = "127.0.0.1"
     hosts: PositiveInt = DEFAULT_HOSTS
-    circuit_hosts: Annotated[int, BeforeValidator(_circuit_hosts)] = DEFAULT_CIRCUIT_HOSTS
-    dispatcher: Annotated[str | None, BeforeValidator(_optional(_dispatcher))] = None
-    workers: Annotated[int, BeforeValidator(_count)] = DEFAULT_WORKER_COUNT
-    queue: Annotated[str | None, BeforeValidator(_optional(_queue))] = None
-    dispatch_timeout_s: Annotated[float, BeforeValidator(_dispatch_timeout)] = (
+    circuit_hosts: Annotated[int, BeforeValidator(parse_circuit_hosts)] = DEFAULT_CIRCUIT_HOSTS
+    dispatcher: Annotated[str | None, BeforeValidator(parse_optional(parse_import_path))] = None
+    workers: Annotated[int, BeforeValidator(parse_count)] = DEFAULT_WORKER_COUNT
+    queue: Annotated[str | None, BeforeValidator(parse_optional(parse_queue))] = None
+    dispatch_timeout_s: Annotated[float, BeforeValidator(parse_dispatch_timeout)] = (
         DEFAULT_DISPATCH_TIMEOUT_S
     )
-    worker_paths: Annotated[tuple[str, ...], BeforeValidator(_paths)] = ()
-    data_dir: Annotated[Path, BeforeValidator(_path)] = DEFAULT_DATA_DIR
-    key_prefix: Annotated[str, BeforeValidator(_key_prefix)] = DEFAULT_PREFIX
+    transcript: Annotated[str | None, BeforeValidator(parse_optional(parse_import_path))] = None
+    authoriser: Annotated[str | None, BeforeValidator(parse_optional(parse_import_path))] = None
+    transcript_maxlen: PositiveInt = DEFAULT_TRANSCRIPT_MAXLEN
+    worker_paths: Annotated[tuple[str, ...], BeforeValidator(parse_paths)] = ()
+    data_dir: Annotated[Path, BeforeValidator(parse_path)] = DEFAULT_DATA_DIR
+    key_prefix: Annotated[str, BeforeValidator(parse_key_prefix)] = DEFAULT_PREFIX
     events_maxlen: PositiveInt = DEFAULT_EVENTS_MAXLEN
     closed_ttl_s: PositiveInt = _ROUTE_DEFAULTS.closed_ttl_s
     utility_ttl_s: PositiveInt = _ROUTE_DEFAULTS.utility_ttl_s
-    installation_key: Annotated[str | None, BeforeValidator(_optional(_text))] = Field(
+    installation_key: Annotated[str | None, BeforeValidator(parse_optional(parse_text))] = Field(
         default=None, repr=False
     )
     circuit_transient_threshold: PositiveInt = _CIRCUIT_DEFAULTS.transient_threshold
@@ -296,7 +183,8 @@ class RuntimeConfig(BaseModel):
             circuit_settings=self.circuit_settings(), probe_ttl_s=self.circuit_probe_ttl_s,
             installation_key=self.installation_key, dispatcher=self.dispatcher,
             queue_name=self.queue, dispatch_timeout_s=self.dispatch_timeout_s,
-            circuit_hosts=self.circuit_hosts,
+            circuit_hosts=self.circuit_hosts, transcript=self.transcript,
+            authoriser=self.authoriser, transcript_maxlen=self.transcript_maxlen,
         )  # fmt: skip
 
     def circuit_settings(self) -> CircuitSettings:

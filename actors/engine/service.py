@@ -36,8 +36,9 @@ from typing import Final
 from actors.clock import Clock
 from actors.engine.batch import BatchRunner, RouteLocks
 from actors.engine.circuit_effects import CircuitEffects, Release
+from actors.engine.notice_lifecycle import CancelOutcome, RouteNotices
 from actors.engine.requests import Outcome
-from actors.errors import CorruptRouteError, TransitionRejectedError
+from actors.errors import CorruptRouteError, InvalidCommandError, TransitionRejectedError
 from actors.keys import AttemptFence
 from actors.routes.commands import (
     CancelWait,
@@ -84,18 +85,23 @@ class RouteService:
         circuits: CircuitEffects | None = None,
         locks: RouteLocks | None = None,
         on_quarantined: Callable[[RouteSnapshot, str], None] | None = None,
+        notices: RouteNotices | None = None,
     ) -> None:
         """`locks`: shared with other services writing the same routes in this process
         (a worker's services per host), so each route's transitions stay serial.
-        `on_quarantined(snapshot, field)` sees every route quarantined (metrics)."""
+        `on_quarantined(snapshot, field)` sees every route quarantined (metrics).
+        `notices`: the transcript notices of routes started with a task id."""
         self.store = store
         self.settings = settings or RouteSettings()
         self._clock = clock
         self.locks = locks or RouteLocks()
         self.circuits = circuits
+        self.notices = notices
         self._runner = BatchRunner(
-            store, self.locks, self._context, on_applied, circuits, on_quarantined=on_quarantined
-        )
+            store, self.locks, self._context, on_applied, circuits,
+            on_quarantined=on_quarantined,
+            on_committed=None if notices is None else notices.committed,
+        )  # fmt: skip
 
     # Starting and reporting
 
@@ -108,11 +114,13 @@ class RouteService:
         invocation_id: str,
         provider_session_id: str | None = None,
         request_id: str | None = None,
+        task_id: str | None = None,
     ) -> RouteSnapshot:
         """A new route on the profile's first enabled candidate, generation 1. Every
         command takes an optional `request_id`: a request applied before is not applied
-        again, and answers its first outcome's snapshot."""
-        command = Start(profile, caller, invocation_id, provider_session_id, request_id)
+        again, and answers its first outcome's snapshot. `task_id`: the orchestrator's
+        task of the session (its transcript notices are written for it)."""
+        command = Start(profile, caller, invocation_id, provider_session_id, request_id, task_id)
         return await self._run(route_id, command)
 
     async def report_failure(
@@ -224,6 +232,20 @@ class RouteService:
 
     async def schedules(self, limit: int | None = None) -> list[ScheduleEntry]:
         return await self.store.schedules(limit)
+
+    async def cancel_transient_retry(
+        self, task_id: str, session_id: str, principal: str | None = None
+    ) -> CancelOutcome:
+        """Cancel the session's transient retry, authorised first: NotAuthorisedError (the
+        same for a denied pair and one that does not exist) before anything is read; then
+        its notices are retired, and an active retry loop is stopped (action_required)
+        with a manual-recovery message (Resume, Start fresh). Idempotent: with no loop
+        running it only cleans up, and `active` is False."""
+        if self.notices is None:
+            raise InvalidCommandError("transcript", None, "a service that keeps notices")
+        return await self.notices.cancel_transient_retry(
+            task_id, session_id, principal, read=self.snapshot, run=self._run
+        )
 
     # The one write path (actors/engine/batch.py)
 

@@ -26,6 +26,7 @@ from actors.routes.circuit_board import (
     CircuitBinding,
 )
 from actors.routes.commands import RouteSettings
+from actors.store.redis_transcript import DEFAULT_TRANSCRIPT_MAXLEN
 from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
 from circuits import CircuitSettings
 
@@ -41,6 +42,9 @@ DISPATCH_TIMEOUT_RANGE_S: Final = (1.0, 600.0)
 # route hosts write circuits themselves, under the same Lua fences (no circuit actors).
 DEFAULT_CIRCUIT_HOSTS: Final = 1
 CIRCUIT_HOSTS_RANGE: Final = (0, 16)
+# Long enough for a circuit host to wake a parked route through a route host being
+# restarted (~1-3 s) and for the woken route's probe to take the lease.
+OWNER_WAKE_MARGIN_S: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,9 @@ class EngineSettings:
     queue_name: str | None = None
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S
     circuit_hosts: int = DEFAULT_CIRCUIT_HOSTS
+    transcript: str | None = None
+    authoriser: str | None = None
+    transcript_maxlen: int = DEFAULT_TRANSCRIPT_MAXLEN
 
     def __post_init__(self) -> None:
         KeySpace(self.key_prefix)  # validates the prefix
@@ -78,6 +85,8 @@ class EngineSettings:
         self.route_settings()  # validates the TTLs
         if self.events_maxlen < 1:
             raise ValueError(f"events_maxlen must be >= 1, got {self.events_maxlen}")
+        if self.transcript_maxlen < 1:
+            raise ValueError(f"transcript_maxlen must be >= 1, got {self.transcript_maxlen}")
         if not self.probe_ttl_s > 0:
             raise ValueError(f"probe_ttl_s must be > 0, got {self.probe_ttl_s}")
         low, high = DISPATCH_TIMEOUT_RANGE_S
@@ -100,9 +109,14 @@ class EngineSettings:
         )
 
     def circuit_binding(self) -> CircuitBinding:
+        """How this installation's routes meet circuits; with circuit hosts, each
+        circuit's host wakes one parked route at its probe time, so parked routes wake
+        by themselves only OWNER_WAKE_MARGIN_S later (a host that never woke one)."""
+        margin = OWNER_WAKE_MARGIN_S if self.circuit_hosts else 0.0
         return circuit_binding(
-            self.installation_key, settings=self.circuit_settings, probe_ttl_s=self.probe_ttl_s
-        )
+            self.installation_key, settings=self.circuit_settings, probe_ttl_s=self.probe_ttl_s,
+            owner_wake_margin_s=margin,
+        )  # fmt: skip
 
     def to_environment(self) -> dict[str, str]:
         """The variable that hands these settings to a worker process."""
@@ -171,6 +185,7 @@ def circuit_binding(
     *,
     settings: CircuitSettings | None = None,
     probe_ttl_s: float = DEFAULT_PROBE_TTL_S,
+    owner_wake_margin_s: float = 0.0,
 ) -> CircuitBinding:
     """The binding of this installation: the HMAC key of credential fingerprints is
     `installation_key`, else $RECOVERY_INSTALLATION_KEY, else a fixed default (every
@@ -181,4 +196,5 @@ def circuit_binding(
         installation_key=key.encode() if key else DEFAULT_INSTALLATION_KEY,
         settings=settings or CircuitSettings(),
         probe_ttl_s=probe_ttl_s,
+        owner_wake_margin_s=owner_wake_margin_s,
     )

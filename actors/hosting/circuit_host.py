@@ -9,6 +9,8 @@ A host:
   (actors/hosting/circuit_client.py), applied with the store's fenced Lua;
 - grants the one probe lease of a circuit (`acquire_probe`); the Lua lease stays the
   fence across host restarts and every process of the installation;
+- wakes one parked route of each open circuit at its probe time (`RouteHost.wake_probe`,
+  actors/engine/probe_waker.py), so the other parked routes sleep through the probe;
 - owns the release: when a probe success closes a circuit, it cuts the release plan by
   the route host that owns each parked route and tells each route host which of its
   routes to arm and when (`RouteHost.arm_release`); a delivery that fails is sent again
@@ -16,9 +18,10 @@ A host:
 
 Redis stays the truth: the host keeps nothing a restart would lose. On every start
 (including restarts by Ray, `max_restarts=-1`) it reads the circuits it owns, publishes
-their states, and releases again the routes its closed circuits still hold parked (a
-release lost with a crash between the close and its delivery; releases are fenced route
-transitions, so one already given changes nothing). Its metrics are the circuit metrics
+their states, watches those not closed for their probe time, and releases again the
+routes its closed circuits still hold parked (a release lost with a crash between the
+close and its delivery; releases are fenced route transitions, so one already given
+changes nothing). Its metrics are the circuit metrics
 of actors/hosting/metrics.py.
 """
 
@@ -35,6 +38,7 @@ import ray
 
 from actors.clock import Clock, SystemClock
 from actors.engine.circuit_round import CircuitRound, LocalCircuits, Release
+from actors.engine.probe_waker import ProbeWaker
 from actors.engine.settings import EngineSettings
 from actors.errors import RecoveryError, error_text
 from actors.hosting.metrics import circuit_metrics
@@ -83,6 +87,7 @@ class CircuitHost:
         self._route_hosts: dict[int, Any] = {}
         self._deliveries: set[asyncio.Task[None]] = set()
         self.delivered = 0  # route-host deliveries taken (tests wait on it)
+        self._waker = ProbeWaker(self._store, self._clock, self._wake_probe)
         self._ready = asyncio.get_running_loop().create_task(self._rehydrate())
 
     # -- lifecycle and introspection -----------------------------------------------------
@@ -102,7 +107,12 @@ class CircuitHost:
         """(release deliveries taken, deliveries still being sent)."""
         return self.delivered, len(self._deliveries)
 
+    async def probe_wakes(self) -> tuple[int, int]:
+        """(parked routes woken for a probe, circuits watched for their probe time)."""
+        return self._waker.woken, len(self._waker)
+
     async def aclose(self) -> None:
+        self._waker.close()
         for task in list(self._deliveries):
             task.cancel()
         await self._store.aclose()
@@ -124,7 +134,33 @@ class CircuitHost:
         applied = await self._circuits.apply_round(round_)
         for release in applied.releases:
             self._deliver(release)
+        for verdict in round_.verdicts:
+            self._waker.watch(verdict.resource)
+        for failures in round_.failures:
+            self._waker.watch(failures.resource)
+        for parking in round_.parks:
+            self._waker.watch(parking.resource, if_new=True)
         return applied.undelivered
+
+    # -- probe wakes -----------------------------------------------------------------------
+
+    async def _wake_probe(self, resource: ResourceKey, route_id: str) -> bool:
+        """Ask the route's own host to wake it for the circuit's probe; False when it did
+        not take the lease or could not be asked (the waker tries the next route)."""
+        index = self._route_owners.index_of(route_id)
+        self._metrics.probe("woken")
+        try:
+            took: bool = await self._route_host(index).wake_probe.remote(
+                resource.resource_id, route_id
+            )
+        except Exception as error:  # Ray's or the route host's: another route is woken
+            self._route_hosts.pop(index, None)
+            log.warning(
+                "probe wake of %s on route host %s not taken: %s",
+                route_id, index, type(error).__name__,
+            )  # fmt: skip
+            return False
+        return took
 
     # -- releases --------------------------------------------------------------------------
 
@@ -189,6 +225,8 @@ class CircuitHost:
         for view in owned:
             self._metrics.state(view.status.value, view.resource.label)
             self._metrics.parked(view.resource.label, view.parked)
+            if view.status is not CircuitStatus.CLOSED:
+                self._waker.watch(view.resource)
         for view in owned:
             if view.status is CircuitStatus.CLOSED and view.parked:
                 await self._release_again(view)

@@ -25,7 +25,8 @@ from typing import Any
 
 import ray
 
-from actors.errors import TransitionRejectedError
+from actors.engine.notice_lifecycle import CancelOutcome
+from actors.errors import RecoveryError, TransitionRejectedError
 from actors.hosting.batcher import BatcherPool, HostRequest, ReadHistory, ReadSnapshot
 from actors.routes.commands import (
     CancelWait,
@@ -82,13 +83,18 @@ class RouteHandle:
         invocation_id: str,
         provider_session_id: str | None = None,
         request_id: str | None = None,
+        task_id: str | None = None,
     ) -> RouteSnapshot:
         """A new route on the profile's first eligible candidate, generation 1. Raises
         StaleGenerationError when the route exists already (start fresh or close it).
         `provider_session_id`: the agent's own session id, for a provider-native resume.
+        `task_id`: the orchestrator's task of the session: its transcript retry notices
+        are written for that task (none without one), and a cancel checks it.
         Raises NoEligibleCandidateError when no candidate is eligible, StoreUnavailableError
         when Redis failed (nothing was written)."""
-        command = Start(profile, caller, invocation_id, provider_session_id, _id(request_id))
+        command = Start(
+            profile, caller, invocation_id, provider_session_id, _id(request_id), task_id
+        )
         return await self._snapshot(command)
 
     async def report_failure(
@@ -194,6 +200,25 @@ class RouteHandle:
         StoreUnavailableError when Redis failed."""
         answer: list[AttemptRecord] = await self._send(ReadHistory())
         return answer
+
+    async def cancel_transient_retry(
+        self, task_id: str, principal: str | None = None
+    ) -> CancelOutcome:
+        """Cancel this session's transient retry for `principal`, with no expected
+        generation (it is idempotent). The task-session pair is authorised before any
+        retry state or notice is read (RECOVERY_AUTHORISER, else the task recorded at
+        start): NotAuthorisedError, the same for a denied pair and one that does not
+        exist. Then the session's retry notices are always retired; with a retry loop
+        running, the route also moves to action_required (its timer disarmed) and a
+        manual-recovery message with Resume and Start fresh is created (`active` True).
+        With none, it is a cleanup and `active` is False."""
+        host = self._moved_to[-1] if self._moved_to else self.host
+        outcome: CancelOutcome | RecoveryError = await host.cancel_transient_retry.remote(
+            task_id, self.route_id, principal
+        )
+        if isinstance(outcome, RecoveryError):
+            raise outcome
+        return outcome
 
     async def _snapshot(self, request: HostRequest) -> RouteSnapshot:
         answer: RouteSnapshot = await self._send(request)

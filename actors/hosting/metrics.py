@@ -25,13 +25,20 @@ so importing this module costs nothing and a process outside Ray records into no
                                                               (down as routes leave)
     recovery_circuit_released_total                           parked routes given a wave slot
                                                               (its rate: released per second)
+    recovery_notices_total{outcome}                           transcript retry notices: written,
+                                                              refused (a retired attempt's),
+                                                              retired, duplicates_repaired,
+                                                              write_failures, cleanup_failures,
+                                                              recovery_messages
+    recovery_notice_guards{host}                              live session guard entries
 The circuit metrics are recorded where circuits are written: in the circuit hosts
 (actors/hosting/circuit_host.py), the released count in the route hosts that arm them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Final
 
@@ -191,7 +198,10 @@ def circuit_metrics() -> CircuitMetrics:
         ),
         probes=Counter(
             "recovery_circuit_probes_total",
-            description="Probe leases granted or denied, and how the probes ended.",
+            description=(
+                "Probe leases granted or denied, parked routes woken to probe, and how the "
+                "probes ended."
+            ),
             tag_keys=("outcome",),
         ),
         parked_routes=Gauge(
@@ -202,5 +212,45 @@ def circuit_metrics() -> CircuitMetrics:
         released_routes=Counter(
             "recovery_circuit_released_total",
             description="Parked routes given a release wave slot after a circuit closed.",
+        ),
+    )
+
+
+NOTICE_OUTCOMES: Final = (
+    "written", "refused", "retired", "duplicates_repaired", "write_failures",
+    "cleanup_failures", "recovery_messages", "recovery_failures",
+)  # fmt: skip
+
+
+@dataclass(slots=True)
+class NoticeMetrics:
+    """A route host's notice counts, exported as the growth of its NoticeTally."""
+
+    notices: Counter
+    guards: Gauge
+    seen: dict[str, int] = field(default_factory=dict)
+
+    def observe(self, tally: Mapping[str, int], live_guards: int, host: str) -> None:
+        for outcome in NOTICE_OUTCOMES:
+            now = tally.get(outcome, 0)
+            grown = now - self.seen.get(outcome, 0)
+            if grown > 0:  # Ray's Counter.inc refuses 0
+                self.notices.inc(grown, tags={"outcome": outcome})
+            self.seen[outcome] = now
+        self.guards.set(live_guards, tags={"host": host})
+
+
+@cache
+def notice_metrics() -> NoticeMetrics:
+    return NoticeMetrics(
+        notices=Counter(
+            "recovery_notices_total",
+            description="Transcript retry notices written, refused, retired and failed.",
+            tag_keys=("outcome",),
+        ),
+        guards=Gauge(
+            "recovery_notice_guards",
+            description="Live session guard entries on a route host.",
+            tag_keys=("host",),
         ),
     )

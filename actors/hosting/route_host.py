@@ -7,12 +7,13 @@ arms, re-arms or cancels that route's in-process timer (actors/engine/timers.py)
 calls the fenced `fire_due` of its attempt (an AttemptFence).
 
 Dispatch: a host built with a dispatcher import path enqueues the rq dispatch job
-(actors/jobs/dispatch.py, on its dispatch queue) whenever `fire_due` or `retry_now` leaves a
-route in `retrying` — only after that transition was written, since the answer is the
-snapshot Redis returned. Enqueueing is idempotent (the attempt's ledger and the job id
-fence it), so a repeated or no-op `fire_due` on a retrying route enqueues nothing new. If
-Redis fails between the write and the enqueue, the route stays `retrying` with no ledger:
-reconciliation (at every host start, or `recovery reconcile`) enqueues it then.
+(actors/jobs/dispatch.py; actors/hosting/host_dispatch.py) whenever `fire_due`,
+`retry_now` or a circuit host's probe wake leaves a route in `retrying` — only after that
+transition was written, since the answer is the snapshot Redis returned. Enqueueing is
+idempotent (the attempt's ledger and the job id fence it), so a repeated or no-op
+`fire_due` on a retrying route enqueues nothing new. If Redis fails between the write and
+the enqueue, the route stays `retrying` with no ledger: reconciliation (at every host
+start, or `recovery reconcile`) enqueues it then.
 
 Backstop: with a dispatcher (so rq workers run `--with-scheduler`), every timer armed —
 from an answer or at rehydration — is also covered by a durable backstop
@@ -26,9 +27,10 @@ when it rehydrates).
 On start (including every restart by Ray, `max_restarts=-1`) the host rehydrates: it
 reads the pending schedules of the routes in its index set and arms them, so overdue ones
 fire at once; with a dispatcher it then reconciles the pending dispatches
-(`actors.jobs.dispatch.reconcile`); then it freezes the GC generations (`gc.freeze()`) so
-long-lived route state stays out of full collections, which are the tail of timer
-lateness (docs/DESIGN.md §5a).
+(`actors.jobs.dispatch.reconcile`); then it loads the catalogue (compiling its rules takes
+~1.3 s of CPU, which would otherwise stall the round of the host's first failure report)
+and freezes the GC generations (`gc.freeze()`) so long-lived route state and the rules stay
+out of full collections, which are the tail of timer lateness (docs/DESIGN.md §5a).
 Calls wait for rehydration to finish.
 
 Declared as a plain class; the runtime wraps it with `ray.remote(max_restarts=-1,
@@ -42,40 +44,48 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, cast
 
 import ray
-import redis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from actors.clock import Clock, SystemClock
 from actors.engine.circuit_effects import CircuitEffects, Release
-from actors.engine.service import RouteService, ServiceOnLoop
+from actors.engine.notice_lifecycle import CancelOutcome
+from actors.engine.notice_setup import route_notices
+from actors.engine.service import RouteService
 from actors.engine.settings import EngineSettings
 from actors.engine.timers import Due, RouteTimers
 from actors.errors import RecoveryError, TransitionRejectedError, error_text
 from actors.hosting import memory as host_memory
 from actors.hosting.batcher import BatchItem, HostRequest, ReadHistory, ReadSnapshot
 from actors.hosting.circuit_client import ActorCircuits
+from actors.hosting.host_dispatch import HostDispatch
 from actors.hosting.memory import HostMemory
-from actors.hosting.metrics import circuit_metrics, route_metrics
+from actors.hosting.metrics import circuit_metrics, notice_metrics, route_metrics
 from actors.jobs.backstop_arming import BackstopArmer, HostBackstops
-from actors.jobs.queue import DEFAULT_QUEUE, dispatch_queue, enqueue_dispatch
+from actors.jobs.queue import DEFAULT_QUEUE
 from actors.jobs.reconcile import ReconcileReport
-from actors.jobs.reconcile import reconcile as reconcile_dispatches
 from actors.keys import valid_host_id
 from actors.routes.commands import FireDue as FireDueCommand
-from actors.routes.commands import ReportFailure, RetryNow, RouteCommand, RouteSettings
+from actors.routes.commands import (
+    ProbeParked,
+    ReportFailure,
+    RetryNow,
+    RouteCommand,
+    RouteSettings,
+)
 from actors.routes.models import RouteSnapshot, ScheduleEntry
 from actors.store.circuit_store import CircuitStore
 from actors.store.route_store import DEFAULT_MAX_CONNECTIONS, RouteStore
 from actors.store.wakes import last_wake_id, next_wakes
+from catalogue import default_catalogue
 
 REHYDRATE_RETRY_S: Final = 1.0
 WAKE_BLOCK_MS: Final = 1000
@@ -106,11 +116,6 @@ class RouteHost:
             settings = EngineSettings(key_prefix=settings)
         self.host_id = valid_host_id(host_id)
         self.settings = settings
-        self._dispatcher = settings.dispatcher
-        self._queue_name = settings.queue_name or DEFAULT_QUEUE
-        self._sync: redis.Redis | None = None  # rq's client, created on first dispatch
-        # rq's enqueue is sync Python: one thread, so enqueues never starve the loop's timers
-        self._enqueuing = ThreadPoolExecutor(1, thread_name_prefix="recovery-enqueue")
         self._clock = clock or SystemClock()
         self._keys = settings.keys
         self._redis_url = redis_url
@@ -120,6 +125,9 @@ class RouteHost:
         )  # fmt: skip
         route_settings = settings.route_settings(self.host_id)
         self._metrics = route_metrics()
+        self._dispatch = HostDispatch(
+            self.host_id, redis_url, settings, clock=self._clock, metrics=self._metrics
+        )
         # Circuits: its own bounded pool; releases this host plans arm timers here too.
         binding = settings.circuit_binding()
         self._circuits = CircuitStore.connect(
@@ -132,19 +140,22 @@ class RouteHost:
             port=port if settings.circuit_hosts else None, on_released=self._released,
         )  # fmt: skip
         self._effects = effects
+        self._notices, self._transcript_client = route_notices(
+            redis_url, settings, self._store, self._clock
+        )
         self._service = RouteService(
             self._store, self._clock, settings=route_settings, on_applied=self._metrics.transition,
-            circuits=effects, on_quarantined=self._metrics.quarantine,
+            circuits=effects, on_quarantined=self._metrics.quarantine, notices=self._notices,
         )  # fmt: skip
         self._timers = RouteTimers(
             self._timers_fired, self._clock, on_fired=self._metrics.timer_lateness.observe,
             batched=True,
         )  # fmt: skip
         self._backstops: HostBackstops | None = None
-        if self._dispatcher is not None:  # the workers that run dispatches run backstops too
+        if settings.dispatcher is not None:  # the workers that run dispatches run backstops too
             armer = BackstopArmer(
-                self._connection, self._queue_name, self._keys, self.host_id, self._dispatcher,
-                clock=self._clock,
+                self._dispatch.connection, settings.queue_name or DEFAULT_QUEUE, self._keys,
+                self.host_id, settings.dispatcher, clock=self._clock,
             )  # fmt: skip
             self._backstops = HostBackstops(armer)
         self._rehydrated: list[ScheduleEntry] = []
@@ -207,11 +218,10 @@ class RouteHost:
         if self._backstops is not None:
             await self._backstops.aclose()
         await self._effects.redelivery.aclose()
+        await self._transcript_client.aclose()
         await self._store.aclose()
         await self._circuits.aclose()
-        self._enqueuing.shutdown(wait=False)
-        if self._sync is not None:
-            self._sync.close()
+        self._dispatch.close()
 
     async def _rehydrate(self) -> None:
         while True:
@@ -231,15 +241,18 @@ class RouteHost:
                 self._backstops.cover(entry.deadline)
         self._rehydrated = entries
         self._following = asyncio.get_running_loop().create_task(self._follow_wakes(seen))
-        if self._dispatcher is not None:
+        if self._dispatch.dispatcher is not None:
             try:
-                self._reconciled = await asyncio.to_thread(self._reconcile, self._dispatcher)
+                self._reconciled = await asyncio.to_thread(
+                    self._dispatch.reconcile, self._service, self._loop
+                )
             except (RedisError, RecoveryError) as error:
                 log.warning(
                     "route host %s could not reconcile dispatches: %s",
                     self.host_id,
                     error_text(error),
                 )
+        default_catalogue()  # its rules compile now (~1.3 s of CPU), not in a first report
         gc.collect()
         gc.freeze()
         log.info("route host %s rehydrated %d schedules", self.host_id, len(entries))
@@ -302,7 +315,8 @@ class RouteHost:
             if isinstance(request, RetryNow | FireDueCommand):
                 due.append(outcome)
         self._metrics.pending_timers.set(len(self._timers), tags={"host": self.host_id})
-        await self._dispatched_all(due)
+        self._notices_exported()
+        await self._dispatch.enqueue(due)
         reads = [i for i, (_, request) in enumerate(items) if _is_read(request)]
         results = await asyncio.gather(
             *(self._read(*items[i]) for i in reads), return_exceptions=True
@@ -322,6 +336,42 @@ class RouteHost:
         moved. Raises when the routes cannot be read (the circuit host sends it again)."""
         await self._ready
         return len(await self._service.release(release))
+
+    async def cancel_transient_retry(
+        self, task_id: str, session_id: str, principal: str | None = None
+    ) -> CancelOutcome | RecoveryError:
+        """The authorised cancel of a session's transient retry (RouteService's): its timer
+        is disarmed here when it stopped a loop. A refusal is the answer, as a value (the
+        handle raises it), like a batch item's."""
+        await self._ready
+        try:
+            outcome = await self._service.cancel_transient_retry(task_id, session_id, principal)
+        except RecoveryError as error:
+            return error
+        self._tracked(outcome.snapshot)
+        self._notices_exported()
+        return outcome
+
+    async def notice_counts(self) -> dict[str, int]:
+        """What this host's notices did since it started, and its live session guards."""
+        tally = dataclasses.asdict(self._notices.notices.tally)
+        return {**tally, "guards": self._notices.notices.guards.live_entries}
+
+    def _notices_exported(self) -> None:
+        notices = self._notices.notices
+        tally = dataclasses.asdict(notices.tally)
+        notice_metrics().observe(tally, notices.guards.live_entries, self.host_id)
+
+    async def wake_probe(self, circuit: str, route_id: str) -> bool:
+        """A circuit host's wake of `route_id`, parked on `circuit` whose probe is due: its
+        attempt asks for the lease and dispatches as the probe if granted (else it parks
+        again). True when it took the lease."""
+        await self._ready
+        (outcome,) = await self._service.run_many([(route_id, ProbeParked(circuit))])
+        if not isinstance(outcome, RouteSnapshot):
+            raise outcome
+        await self._dispatch.enqueue([self._tracked(outcome)])
+        return outcome.state == "retrying" and outcome.probe_token is not None
 
     def _released(self, snapshots: Sequence[RouteSnapshot]) -> None:
         """Parked routes this host gave a wave slot after a circuit closed: armed here, so
@@ -344,57 +394,6 @@ class RouteHost:
         outcomes = await self._service.run_many(
             [(fence.route_id, FireDueCommand(fence.generation, fence.ordinal)) for fence in due]
         )
-        await self._dispatched_all([o for o in outcomes if isinstance(o, RouteSnapshot)])
+        await self._dispatch.enqueue([o for o in outcomes if isinstance(o, RouteSnapshot)])
+        self._notices_exported()
         return outcomes
-
-    async def _dispatched_all(self, snapshots: list[RouteSnapshot]) -> None:
-        """Enqueue the dispatch of every route Redis says is `retrying`, off the loop."""
-        retrying = [s for s in snapshots if s.state == "retrying"]
-        if self._dispatcher is None or not retrying:
-            return
-        dispatcher = self._dispatcher
-        try:
-            jobs = await self._loop.run_in_executor(
-                self._enqueuing, lambda: [self._enqueue(s, dispatcher) for s in retrying]
-            )
-        except (RedisError, RecoveryError) as error:  # reconciliation enqueues them later
-            log.warning("dispatch of %d routes not enqueued: %s", len(retrying), error_text(error))
-            return
-        enqueued = [s for s, job in zip(retrying, jobs, strict=True) if job is not None]
-        if enqueued:  # Ray's Counter.inc refuses 0
-            self._metrics.dispatches.inc(len(enqueued))
-        now = self._clock.now()
-        for snapshot in enqueued:
-            if snapshot.updated_at is not None:
-                self._metrics.dispatch_enqueue.observe((now - snapshot.updated_at).total_seconds())
-
-    async def _dispatched(self, snapshot: RouteSnapshot) -> RouteSnapshot:
-        """Enqueue the dispatch of a route Redis says is `retrying`; the snapshot."""
-        await self._dispatched_all([snapshot])
-        return snapshot
-
-    def _connection(self) -> redis.Redis:
-        if self._sync is None:
-            self._sync = redis.Redis.from_url(self._redis_url)
-        return self._sync
-
-    def _enqueue(self, snapshot: RouteSnapshot, dispatcher: str) -> str | None:
-        queue = dispatch_queue(self._connection(), self._queue_name)
-        return enqueue_dispatch(
-            queue,
-            self._keys,
-            snapshot.attempt,
-            dispatcher=dispatcher,
-            now=self._clock.now(),
-            host_id=self.host_id,
-            timeout_s=self.settings.dispatch_timeout_s,
-        )
-
-    def _reconcile(self, dispatcher: str) -> ReconcileReport:
-        """Run in a worker thread: its route transitions go back to this host's loop."""
-        queue = dispatch_queue(self._connection(), self._queue_name)
-        engine = ServiceOnLoop(self._service, self._loop)
-        return reconcile_dispatches(
-            queue, self._keys, dispatcher, now=self._clock.now(), engine=engine,
-            dispatch_timeout_s=self.settings.dispatch_timeout_s,
-        )  # fmt: skip

@@ -81,6 +81,7 @@ from actors.store.installation import (
     recorded_at,
     write_installation,
 )
+from actors.store.redis_transcript import DEFAULT_TRANSCRIPT_MAXLEN
 from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
 from circuits import CircuitSettings
 
@@ -93,7 +94,6 @@ _ROUTE_DEFAULTS: Final = RouteSettings()
 # The settings value's fields, each a field of the runtime of the same name.
 ENGINE_SETTINGS: Final = tuple(item.name for item in fields(EngineSettings))
 REDIS_TIMEOUT_S: Final = 5.0
-RECORD_POLL_S: Final = 0.1
 
 log = logging.getLogger(__name__)
 
@@ -123,14 +123,18 @@ class RecoveryRuntime:
     ray_cpus: int | None = None  # only for a local Ray this runtime starts
     ray_dashboard: bool | None = None  # likewise; None: Ray's own default
     ray_host: str = LOOPBACK  # likewise: the interface its node and dashboard bind to
-    # Circuits: the installation key (None: $RECOVERY_INSTALLATION_KEY, else the built-in
-    # one), thresholds and timings, the probe lease's TTL; the hosts and the dispatch
-    # workers use the same key, or they would see different circuits.
+    # Circuits: the installation key (None: $RECOVERY_INSTALLATION_KEY, else built in; every
+    # host and worker must share it), thresholds and timings, the probe lease's TTL.
     installation_key: str | None = field(default=None, repr=False)
     circuit_settings: CircuitSettings = field(default_factory=CircuitSettings)
     probe_ttl_s: float = DEFAULT_PROBE_TTL_S
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S  # a dispatcher's call, at most
     circuit_hosts: int = DEFAULT_CIRCUIT_HOSTS  # circuit host actors (0: hosts write circuits)
+    # Transcript notices: `module:factory` of a TranscriptPort / an Authoriser (None: the
+    # Redis transcript / the task recorded at start), the transcript stream's MAXLEN.
+    transcript: str | None = None
+    authoriser: str | None = None
+    transcript_maxlen: int = DEFAULT_TRANSCRIPT_MAXLEN
     dashboard_url: str | None = field(default=None, init=False, repr=False)
     hosts: list[Any] = field(default_factory=list, init=False, repr=False)
     circuit_host_handles: list[Any] = field(default_factory=list, init=False, repr=False)
@@ -197,12 +201,11 @@ class RecoveryRuntime:
     def start(self) -> Self:
         """Start or join the installation under the key prefix; returns the runtime.
 
-        With no live owner this runtime becomes the owner: it connects to or starts Ray
-        and Redis, creates (or keeps) the hosts, records the installation and keeps it
-        (actors/hosting/installation.py). With a live owner it attaches, provided every
-        setting equals the installation's; else it raises InstallationMismatchError naming
-        the first that differs. Raises what Ray raises when it cannot start or connect, and
-        StoreUnavailableError or redis-py's errors when Redis is unreachable."""
+        With no live owner it becomes the owner: it connects to or starts Ray and Redis,
+        creates (or keeps) the hosts, records the installation and keeps it. With a live
+        owner it attaches if every setting equals the installation's, else raises
+        InstallationMismatchError naming the first that differs. Raises what Ray raises
+        when it cannot start or connect, and Redis errors when Redis is unreachable."""
         self._url = self._start_redis()
         connection = self._redis()
         keys = KeySpace(self.key_prefix)
@@ -228,11 +231,10 @@ class RecoveryRuntime:
         data_dir: Path | None = None,
         installation_key: str | None = None,
     ) -> Self:
-        """Join the installation recorded under `key_prefix` without creating hosts or
-        imposing settings: its host ring, Ray address and settings are the installation's
-        (Redis: `redis_url`, else REDIS_URL, else the embedded Redis of `data_dir`). Its
-        `shutdown()` leaves the hosts serving. Raises NoInstallationError when nothing is
-        recorded there, CorruptInstallationError for an unreadable record."""
+        """Join the installation under `key_prefix` without creating hosts or imposing
+        settings (Redis: `redis_url`, else REDIS_URL, else the embedded one of `data_dir`);
+        its `shutdown()` leaves the hosts serving. Raises NoInstallationError when nothing
+        is recorded there, CorruptInstallationError for an unreadable record."""
         url = redis_url or os.environ.get("REDIS_URL") or embedded_url(data_dir)
         record = recorded_at(url, KeySpace(key_prefix))
         runtime = cls.with_settings(

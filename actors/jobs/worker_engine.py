@@ -31,6 +31,8 @@ from redis.exceptions import RedisError
 from actors.clock import Clock, SystemClock
 from actors.engine.batch import RouteLocks
 from actors.engine.circuit_effects import CircuitEffects
+from actors.engine.notice_lifecycle import RouteNotices
+from actors.engine.notice_setup import route_notices
 from actors.engine.requests import Outcome
 from actors.engine.service import RouteService
 from actors.engine.settings import EngineSettings
@@ -65,6 +67,9 @@ class WorkerEngine:
         self._services: dict[str | None, RouteService] = {}
         self._locks = RouteLocks()
         self.store, self.effects, self._wakes = self.run(self._open(url))
+        # The transitions jobs write follow the same notice rules as the hosts' (built on
+        # the engine's loop: the session guards' fences are its timers).
+        self.notices, self._transcript = self.run(self._open_notices(url))
 
     async def _open(self, url: str) -> tuple[RouteStore, CircuitEffects, Redis]:
         wakes = bounded_client(url, max_connections=1, timeout_s=WAKE_TIMEOUT_S)
@@ -78,6 +83,9 @@ class WorkerEngine:
         )
         return store, CircuitEffects(circuits, binding), wakes
 
+    async def _open_notices(self, url: str) -> tuple[RouteNotices, Redis]:
+        return route_notices(url, self.settings, self.store, self.clock)
+
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run `coroutine` on the engine's loop; its result, or its exception raised."""
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
@@ -88,7 +96,7 @@ class WorkerEngine:
         if found is None:
             found = self._services[host_id] = RouteService(
                 self.store, self.clock, settings=self.settings.route_settings(host_id),
-                circuits=self.effects, locks=self._locks,
+                circuits=self.effects, locks=self._locks, notices=self.notices,
             )  # fmt: skip
         return found
 
@@ -124,6 +132,7 @@ class WorkerEngine:
             await self.store.aclose()
             await self.effects.circuits.aclose()
             await self._wakes.aclose()
+            await self._transcript.aclose()
 
         self.run(closing())
         self._loop.call_soon_threadsafe(self._loop.stop)

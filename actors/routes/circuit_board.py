@@ -46,6 +46,7 @@ from circuits import (
     CircuitSettings,
     CircuitState,
     CircuitStatus,
+    DenialReason,
     ProbeDenied,
     ProbeGrant,
     ResourceKey,
@@ -73,7 +74,10 @@ REASON_PROBE: Final = "circuit_probe"
 class CircuitBinding:
     """How routes meet circuits. `probe_ttl_s`: how long a probe's lease lasts (a probe
     is a whole dispatched turn; its route's next report ends it sooner). `min_park_s`:
-    the shortest re-park (never a hot loop of re-checks)."""
+    the shortest re-park (never a hot loop of re-checks). `owner_wake_margin_s`: how
+    long after a circuit's probe time its parked routes wake by themselves when the
+    circuit has an owner that wakes one of them at that time (circuit hosts); 0 when
+    every parked route wakes at the probe time (no circuit hosts)."""
 
     installation_key: bytes = DEFAULT_INSTALLATION_KEY
     settings: CircuitSettings = field(default_factory=CircuitSettings)
@@ -81,6 +85,7 @@ class CircuitBinding:
     min_park_s: float = MIN_PARK_S
     wave_fraction: float = 0.2
     wave_interval_s: float = 1.0
+    owner_wake_margin_s: float = 0.0
 
 
 @lru_cache(maxsize=4096)
@@ -154,11 +159,20 @@ class Probe:
 
 @dataclass(frozen=True, slots=True)
 class Park:
-    """Wait on `circuit` until `until` (released: its wave slot after a close)."""
+    """Wait on `circuit` until `until`, when its probe can next be asked for (released:
+    its wave slot after a close). The route's own deadline is `margin_s` later when the
+    circuit's owner wakes one parked route at `until` (CircuitBinding.owner_wake_margin_s):
+    the others then sleep through the probe instead of all waking to park again."""
 
     circuit: str
     until: datetime
     released: bool = False
+    margin_s: float = 0.0
+
+    @property
+    def deadline(self) -> datetime:
+        """The parked route's own deadline: the safety net if no owner wakes it."""
+        return self.until + timedelta(seconds=self.margin_s)
 
 
 Gate = Dispatch | Probe | Park
@@ -269,7 +283,8 @@ class CircuitBoard:
         for resource_id, _ in covering(key):
             state = self.states.get(resource_id)
             if state is not None and state.status is not CircuitStatus.CLOSED:
-                return Park(resource_id, self._wake(resource_id, state, now))
+                wake, margin = self._wake(resource_id, state, now)
+                return Park(resource_id, wake, margin_s=margin)
         return None
 
     def gate(self, snapshot: RouteSnapshot, now: datetime) -> Gate:
@@ -283,17 +298,23 @@ class CircuitBoard:
             return park
         return self._unreleased(snapshot, now) or Dispatch()
 
-    def _wake(self, resource_id: str, state: CircuitState, now: datetime) -> datetime:
-        """When asking for the circuit's probe can next succeed (at least min_park_s on)."""
+    def _wake(self, resource_id: str, state: CircuitState, now: datetime) -> tuple[datetime, float]:
+        """When asking for the circuit's probe can next succeed (at least min_park_s on),
+        and how much later a parked route wakes by itself: the owner's margin, but after
+        a cooling-down denial (the owner unreachable, or the circuit not yet due), when
+        the route must ask again itself."""
         denial = self.denials.get(resource_id)
         lease = state.lease
+        margin = self.binding.owner_wake_margin_s
         if denial is not None and denial.retry_at is not None:
             wake = denial.retry_at
+            if denial.reason is DenialReason.COOLING_DOWN:
+                margin = 0.0
         elif lease is not None:
             wake = lease.expires_at
         else:
             wake = state.open_until or now
-        return max(wake, now + timedelta(seconds=self.binding.min_park_s))
+        return max(wake, now + timedelta(seconds=self.binding.min_park_s)), margin
 
     def _unreleased(self, snapshot: RouteSnapshot, now: datetime) -> Park | None:
         """A route parked on a circuit that has closed since, yet never released in a

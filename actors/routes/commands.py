@@ -80,13 +80,15 @@ class ForAttempt:
 @dataclass(frozen=True, slots=True)
 class Start:
     """A new route on the profile's first enabled candidate, generation 1.
-    `provider_session_id`: the agent's own session id, when it has one."""
+    `provider_session_id`: the agent's own session id, when it has one; `task_id`: the
+    orchestrator's task the session belongs to (its transcript notices are the task's)."""
 
     profile: RouteProfile
     caller: CallerContext
     invocation_id: str
     provider_session_id: str | None = None
     request_id: str | None = None
+    task_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,17 @@ class ReleaseParked:
 
     circuit: str
     at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeParked:
+    """The circuit's probe is due and its owner chose this route to ask for the lease:
+    if the route still waits parked on `circuit` (not yet released), its pending attempt
+    is due now, as the probe when the round takes the lease for it, else it parks again;
+    otherwise nothing happens. Sent by the circuit's owner (actors/hosting/circuit_host.py)
+    so that one parked route wakes at the probe time, not all of them."""
+
+    circuit: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +258,7 @@ RouteCommand = (
     | ReportSuccess
     | FireDue
     | ReleaseParked
+    | ProbeParked
     | RetryNow
     | SkipNow
     | CancelWait

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from actors.keys import AttemptFence, HostId, RouteId
+from actors.keys import AttemptFence, HostId, RouteId, TaskId
 from catalogue.codes import ErrorClass
 from policy.cycle import CycleUsage
 
@@ -143,7 +143,10 @@ class RouteFields(BaseModel):
     candidate or a fresh start forgets it. `circuit`: the resource id of the circuit the
     route is parked on (waiting, reason `circuit_open`) or probes (retrying with
     `probe_token`, the owner token of the circuit's probe lease); every other step
-    forgets both (actors/routes/circuit_board.py).
+    forgets both (actors/routes/circuit_board.py). `task_id`: the orchestrator's task
+    the session (the route) belongs to, recorded at start and kept for the route's life:
+    its transcript notices are written for that task, and the default authoriser of a
+    cancel checks it.
     """
 
     model_config = _FROZEN
@@ -164,6 +167,7 @@ class RouteFields(BaseModel):
     caller: CallerContext | None = None
     invocation_id: Label | None = None
     provider_session_id: Label | None = None
+    task_id: TaskId | None = None
     circuit: ResourceId | None = None
     probe_token: Label | None = None
     policy_snapshot: Document = None

@@ -13,7 +13,14 @@ from typing import Any
 
 from actors.errors import CorruptProfileError
 from actors.routes.circuit_board import REASON_PARKED, REASON_PROBE, REASON_RELEASED, Park, Probe
-from actors.routes.commands import FireDue, ReleaseParked, RetryNow, RouteCommand, RouteContext
+from actors.routes.commands import (
+    FireDue,
+    ProbeParked,
+    ReleaseParked,
+    RetryNow,
+    RouteCommand,
+    RouteContext,
+)
 from actors.routes.eligibility import on_exhausted, retries_left_s
 from actors.routes.models import (
     WAITING_STATES,
@@ -40,7 +47,9 @@ def parked_changes(
     park = board.blocking(board.key_of(snapshot), context.now)
     if park is None:
         return {}
-    return {"deadline": max(deadline, park.until), "reason": REASON_PARKED, "circuit": park.circuit}
+    return {
+        "deadline": max(deadline, park.deadline), "reason": REASON_PARKED, "circuit": park.circuit,
+    }  # fmt: skip
 
 
 def outlasted_retry(snapshot: RouteSnapshot, context: RouteContext) -> Transition | None:
@@ -126,7 +135,7 @@ def gated_step(
 def repark(snapshot: RouteSnapshot, context: RouteContext, park: Park) -> Transition:
     """The same attempt waits again on the circuit: same state, ordinals and budget."""
     route = updated(
-        snapshot, state=snapshot.state, deadline=park.until,
+        snapshot, state=snapshot.state, deadline=park.deadline,
         pending_outcome=snapshot.pending_outcome, circuit=park.circuit,
         reason=REASON_RELEASED if park.released else REASON_PARKED,
     )  # fmt: skip
@@ -153,13 +162,39 @@ def release_transition(
     return planned.model_copy(update={"host_id": None})
 
 
+def probe_wake_transition(
+    snapshot: RouteSnapshot, command: ProbeParked, context: RouteContext
+) -> Transition | None:
+    """The circuit's owner woke this parked route at the circuit's probe time: its
+    pending attempt is due now (the probe when the round holds the lease for it, else
+    parked again); nothing when it no longer waits parked on that circuit."""
+    if not _parked_on(snapshot, command.circuit):
+        return None
+    return gated_step(
+        snapshot, context, cause="circuit_probe_wake", decision="deadline_reached",
+        reason=f"the probe of circuit {command.circuit} is due",
+    )  # fmt: skip
+
+
+def _parked_on(snapshot: RouteSnapshot, circuit: str) -> bool:
+    return (
+        snapshot.state in WAITING
+        and snapshot.circuit == circuit
+        and snapshot.reason == REASON_PARKED
+        and snapshot.probe_token is None
+    )
+
+
 def would_dispatch_now(command: RouteCommand, snapshot: RouteSnapshot, now: datetime) -> bool:
     """A command that would dispatch the route's pending attempt now if nothing stopped
-    it: its timer (the attempt still pending, its deadline come) or a retry-now."""
+    it: its timer (the attempt still pending, its deadline come), a retry-now, or its
+    circuit owner's probe wake."""
     if snapshot.state not in WAITING_STATES:
         return False
     if isinstance(command, RetryNow):
         return command.expected_generation == snapshot.generation
     if isinstance(command, FireDue):
         return attempt_due(snapshot, command.fence(snapshot.route_id), now)
+    if isinstance(command, ProbeParked):
+        return _parked_on(snapshot, command.circuit)
     return False

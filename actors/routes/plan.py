@@ -27,13 +27,14 @@ from __future__ import annotations
 from typing import Any
 
 from actors.errors import InvalidStateError, NoEligibleCandidateError, StaleGenerationError
-from actors.keys import valid_request_id
+from actors.keys import valid_request_id, valid_task_id
 from actors.routes.circuit_board import REASON_PARKED
 from actors.routes.commands import (
     CancelWait,
     Close,
     CompleteSwitch,
     FireDue,
+    ProbeParked,
     Quarantine,
     ReleaseParked,
     ReportFailure,
@@ -55,7 +56,12 @@ from actors.routes.dispatch_outcomes import return_unsent_transition, settle_dis
 from actors.routes.eligibility import choose_start, start_park, start_probe_changes
 from actors.routes.judgement import failure_transition
 from actors.routes.models import CycleRecord, RouteSnapshot, RouteUpdate, Transition, attempt_due
-from actors.routes.parking import gated_step, outlasted_retry, release_transition
+from actors.routes.parking import (
+    gated_step,
+    outlasted_retry,
+    probe_wake_transition,
+    release_transition,
+)
 from actors.routes.profiles import profile_from_json, profile_json
 from actors.routes.quarantine import quarantine_transition
 from actors.routes.steps import (
@@ -89,6 +95,8 @@ def plan(  # noqa: PLR0911, PLR0912 - one case per command: this match is the di
             return due_transition(snapshot, command, context)
         case ReleaseParked():
             return release_transition(snapshot, command, context)
+        case ProbeParked():
+            return probe_wake_transition(snapshot, command, context)
         case RetryNow():
             return retry_now_transition(snapshot, command, context)
         case SkipNow():
@@ -128,7 +136,7 @@ def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteCont
     park = start_park(context.circuits, command.profile, first, snapshot.route_id, context.now)
     if park is not None:  # every candidate is blocked: its first attempt waits on it
         fields |= {
-            "state": "retry_wait", "pending_outcome": "retry", "deadline": park.until,
+            "state": "retry_wait", "pending_outcome": "retry", "deadline": park.deadline,
             "reason": REASON_PARKED, "circuit": park.circuit,
         }  # fmt: skip
     route = RouteUpdate(
@@ -137,6 +145,7 @@ def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteCont
         caller=command.caller,
         invocation_id=command.invocation_id,
         provider_session_id=command.provider_session_id,
+        task_id=None if command.task_id is None else valid_task_id(command.task_id),
         profile=profile_json(command.profile),
         **fields,
     )

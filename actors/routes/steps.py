@@ -205,7 +205,7 @@ def skip_step(
     }
     if park is not None:  # its circuit is open: the first attempt there waits on it
         switched |= {
-            "state": "retry_wait", "pending_outcome": "retry", "deadline": park.until,
+            "state": "retry_wait", "pending_outcome": "retry", "deadline": park.deadline,
             "reason": REASON_PARKED, "circuit": park.circuit,
         }  # fmt: skip
     route = updated(snapshot, **{**base, **switched})

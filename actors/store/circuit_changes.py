@@ -10,14 +10,13 @@ again, so the loser of a probe race sees the winner's lease and is denied.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from actors.errors import CircuitConflictError, CircuitStoreUnavailableError
 from actors.keys import KeySpace, valid_route_id
@@ -33,7 +32,7 @@ from actors.routes.circuit_models import (
     valid_ttl,
 )
 from actors.store.circuit_codec import apply_request, decode_view
-from actors.store.scripts import script
+from actors.store.scripts import LoadedScript, run_script
 from circuits import (
     CircuitSettings,
     CircuitState,
@@ -58,17 +57,6 @@ def text(value: Any) -> str:
 def unavailable(operation: str, error: BaseException) -> CircuitStoreUnavailableError:
     detail = str(error) or type(error).__name__
     return CircuitStoreUnavailableError(operation, f"{type(error).__name__}: {detail}")
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedScript:
-    source: str
-    sha: str
-
-    @classmethod
-    def named(cls, name: str) -> LoadedScript:
-        source = script(name).source
-        return cls(source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,11 +289,7 @@ class CircuitChanges:
         return _Written(view, parked)
 
     async def run_script(self, loaded: LoadedScript, keys: list[str], argv: list[str]) -> Any:
-        try:
-            return await self.client.evalsha(loaded.sha, len(keys), *keys, *argv)
-        except NoScriptError:  # first use on this server, or after SCRIPT FLUSH
-            await self.client.script_load(loaded.source)
-            return await self.client.evalsha(loaded.sha, len(keys), *keys, *argv)
+        return await run_script(self.client, loaded, keys, argv)
 
     @staticmethod
     def _seed(before: CircuitView) -> str:

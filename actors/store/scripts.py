@@ -1,4 +1,5 @@
-"""Lua scripts shipped in `actors/store/lua/`, checked and loaded by name.
+"""Lua scripts shipped in `actors/store/lua/`, checked and loaded by name, and the runner
+that sends one (EVALSHA, loading the script on NOSCRIPT).
 
 Every script starts with a `KEYS:` / `ARGV:` header comment, and touches only keys passed
 in KEYS (one Redis primary today, but the rule keeps scripts Cluster-safe in shape).
@@ -6,10 +7,16 @@ in KEYS (one Redis primary today, but the rule keeps scripts Cluster-safe in sha
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from actors.errors import RecoveryError
 
@@ -46,3 +53,28 @@ def all_scripts() -> list[LuaScript]:
     folder = resources.files("actors.store") / "lua"
     names = sorted(e.name[:-4] for e in folder.iterdir() if e.name.endswith(".lua"))
     return [script(n) for n in names]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedScript:
+    """A shipped script with its SHA-1, as EVALSHA names it."""
+
+    source: str
+    sha: str
+
+    @classmethod
+    def named(cls, name: str) -> LoadedScript:
+        source = script(name).source
+        return cls(source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
+
+
+async def run_script(
+    client: Redis, loaded: LoadedScript, keys: Sequence[str], argv: Sequence[Any]
+) -> Any:
+    """EVALSHA `loaded` with `keys` and `argv`; on NOSCRIPT (first use on this server, or
+    after SCRIPT FLUSH) load it and send it again: a NOSCRIPT reply means it never ran."""
+    try:
+        return await client.evalsha(loaded.sha, len(keys), *keys, *argv)
+    except NoScriptError:
+        await client.script_load(loaded.source)
+        return await client.evalsha(loaded.sha, len(keys), *keys, *argv)

@@ -23,7 +23,10 @@ from actors.errors import (
     InvalidIdentifierError,
     InvalidRouteIdError,
     InvalidStateError,
+    MessageNotFoundError,
     NoEligibleCandidateError,
+    NotAuthorisedError,
+    PluginLoadError,
     RecoveryError,
     StaleFieldError,
     StaleGenerationError,
@@ -90,6 +93,9 @@ SAMPLES: list[RecoveryError] = [
     LineRefusedError({"line": 3, "error": "nested deeper than 64 levels", "field": None}),
     InstallationMismatchError("recovery", "hosts", 3, 2),
     EmbeddedRedisError("/var/lib/recovery", "locked by process 4242"),
+    MessageNotFoundError("0123456789abcdef0123456789abcdef"),
+    NotAuthorisedError("task-1", "route-1"),
+    PluginLoadError("RECOVERY_TRANSCRIPT", "acme.tasks:nope", "module has no attribute 'nope'"),
 ]
 
 
@@ -126,6 +132,12 @@ def test_a_shell_error_keeps_its_identifiers_and_message_through_pickling(
 
 def test_a_script_error_is_still_a_value_error() -> None:
     assert issubclass(ScriptError, ValueError)
+
+
+def test_a_not_authorised_error_names_only_what_the_caller_gave() -> None:
+    error = NotAuthorisedError("task-1", "x" * 200)
+    assert str(error).startswith("task 'task-1', session 'xxx")
+    assert str(error).endswith("…: not found or not authorised")
 
 
 def test_an_error_report_keeps_the_traceback_and_no_secret() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -152,6 +153,8 @@ BLIND6 = "bench/data/real_errors.blind6.jsonl"
 BLIND7 = "bench/data/real_errors.blind7.jsonl"
 BLIND8 = "bench/data/real_errors.blind8.jsonl"
 BLIND9 = "bench/data/real_errors.blind9.jsonl"
+BLIND10 = "bench/data/real_errors.blind10.jsonl"
+BLIND11 = "bench/data/real_errors.blind11.jsonl"
 # Each fresh set after the fourth, with the sets collected before it.
 FRESH_SETS = (
     (BLIND5, (*BLIND_SETS, BLIND3, BLIND4)),
@@ -159,7 +162,15 @@ FRESH_SETS = (
     (BLIND7, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6)),
     (BLIND8, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7)),
     (BLIND9, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8)),
+    (BLIND10, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9)),
+    (
+        BLIND11,
+        (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10),
+    ),
 )
+# blind10 was collected with up to two rows from one thread (two different errors in one
+# report: six threads); every earlier fresh set has one row a thread.
+ROWS_PER_THREAD = {BLIND10: 2}
 
 
 @pytest.mark.parametrize(("path", "before"), FRESH_SETS, ids=[p for p, _ in FRESH_SETS])
@@ -167,13 +178,15 @@ def test_a_fresh_blind_set_loads_as_evidence_from_threads_no_earlier_set_used(
     path: str, before: tuple[str, ...]
 ) -> None:
     """A fresh set is a measurement, not a test: only its form is checked, that every row
-    comes from its own thread, none the source of a row of the development corpus or of
-    an earlier set. (A text may recur: SDKs print fixed messages, e.g. openai's "The
-    api_key client option must be set", in many threads.)"""
+    comes from its own thread (or, where the set says so, at most two rows from one), none
+    the source of a row of the development corpus or of an earlier set. (A text may recur:
+    SDKs print fixed messages, e.g. openai's "The api_key client option must be set", in
+    many threads.)"""
     rows = _rows_of(path)
     assert len(rows) >= 110
     assert len({row["id"] for row in rows}) == len(rows)
-    assert len({_thread(row["source"]) for row in rows}) == len(rows)
+    per_thread = Counter(_thread(row["source"]) for row in rows)
+    assert max(per_thread.values()) <= ROWS_PER_THREAD.get(path, 1), per_thread.most_common(3)
     earlier_rows = _rows()
     for earlier_path in before:
         earlier_rows += _rows_of(earlier_path)

@@ -94,6 +94,24 @@ def test_escaped_line_breaks_in_nested_json_read_as_line_breaks() -> None:
     assert "an internal error has occurred" in views.flat
 
 
+def test_markdown_quote_marks_at_line_starts_are_decoration() -> None:
+    """Output pasted as a Markdown quote, wrapped inside a message (anthropics/claude-code
+    #6772): the marks do not stand between its words."""
+    views = make_views(
+        '>   API Error: 400 {"message":"Output blocked\n>      by content filtering policy"}'
+    )
+    assert '"output blocked by content filtering policy"' in views.flat
+    nested = make_views("> > Rate limit reached\n> > for gpt-4o")
+    assert "rate limit reached for gpt-4o" in nested.flat
+
+
+def test_a_greater_than_sign_inside_a_line_is_kept() -> None:
+    assert (
+        "prompt is too long: 210000 tokens > 200000"
+        in make_views("prompt is too long: 210000 tokens > 200000 maximum").flat
+    )
+
+
 def test_tokens_are_ascii_word_runs() -> None:
     assert tokens_of("rate_limit_error: ошибка 429!") == {b"rate_limit_error", b"429"}
 

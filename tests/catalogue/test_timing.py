@@ -77,6 +77,42 @@ def test_relative_delay_in_text_is_read_in_seconds(text: str, seconds: float) ->
     assert (hint.reset_at, hint.source) == (None, "text")
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        # Moonshot's 429 as kimi-cli prints it, the terminal wrap splitting "again"
+        # (MoonshotAI/kimi-cli#1599).
+        (
+            "request reached organization max RPM: 20, please try a\ngain after 1 seconds', "
+            "'type': 'rate_limit_reached_error'}}",
+            1.0,
+        ),
+        # OpenAI's TPM message inside Codex's stream-disconnected line (openai/codex#2255).
+        ("Requested 19304. Please try a\ngain in 28ms. Visit https://platform.openai.com", 0.028),
+        # A wrap with the next line's indentation after it, inside "retry".
+        ("You exceeded your current quota. Please re\n    try in 38.5s.", 38.5),
+    ],
+)
+def test_a_lead_phrase_split_inside_a_word_by_a_wrap_is_still_read(
+    text: str, seconds: float
+) -> None:
+    hint = parse_timing(text, NOW)
+    assert hint is not None
+    assert hint.retry_after_s == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A break between two words is no wrap inside one: a client's own line stays apart.
+        "AnthropicException - rate limited\nRetry in 0.7 seconds.",
+        "litellm.RateLimitError: Too Many Requests\n   Retry after 2.5 seconds.",
+    ],
+)
+def test_a_client_countdown_after_a_word_and_a_break_is_still_no_hint(text: str) -> None:
+    assert parse_timing(text, NOW) is None
+
+
 def test_repeated_units_end_a_duration() -> None:
     hint = parse_timing("try again in " + "1 day " * 5, NOW)
     assert hint is not None
@@ -229,6 +265,29 @@ def test_iso_instant_with_an_offset_is_a_reset_instant(text: str, expected: date
 )
 def test_client_countdown_is_not_a_server_hint(text: str) -> None:
     assert parse_timing(text, NOW) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # OmniRoute's log of its own account pool (diegosouzapw/OmniRoute#1649).
+        "claude | all 1 active accounts rate limited (reset after 5s) | lastErrorCode=429.0",
+        "codex | all 3 active accounts rate limited (reset after 2m) | lastErrorCode=429",
+    ],
+)
+def test_a_relay_pool_cooldown_is_not_a_server_hint(text: str) -> None:
+    """A relay pooling accounts describes its own pool's cooldown, not the provider's reset."""
+    assert parse_timing(text, NOW) is None
+
+
+def test_a_relay_asking_its_caller_to_wait_and_a_reset_naming_no_pool_are_read() -> None:
+    # Antigravity-Manager answering its client (lbjlaq/Antigravity-Manager#766).
+    asked = parse_timing("Token error: All accounts are currently limited. Please wait 8s.", NOW)
+    assert asked == TimingHint(retry_after_s=8.0, reset_at=None, source="text")
+    hint = parse_timing("You have used all of your requests; your quota will reset after 53s.", NOW)
+    assert hint == TimingHint(retry_after_s=53.0, reset_at=None, source="text")
+    line = parse_timing("all 2 accounts rate limited\nyour limit resets in 38s", NOW)
+    assert line == TimingHint(retry_after_s=38.0, reset_at=None, source="text")
 
 
 # SDK retry logs: the client names its own function or request, then its own backoff.

@@ -29,6 +29,7 @@ from actors.demo.corpus_pool import CorpusPool
 from actors.demo.demo_keys import DemoKeys
 from actors.demo.dispatcher import DISPATCHER_PATH
 from actors.demo.options import DEFAULT_CORPUS, DemoOptions
+from actors.demo.report import DUE_CAUSES
 from actors.demo.runner import route_id, run_fleet
 from actors.hosting.runtime import RecoveryRuntime
 from actors.jobs.workers import PROJECT_ROOT
@@ -87,11 +88,15 @@ def test_a_small_fleet_holds_every_invariant_and_its_report_matches_redis(
     report = small_fleet(demo_runtime)
     keys, demo = KeySpace(demo_runtime.key_prefix), DemoKeys(demo_runtime.key_prefix)
 
-    assert report["ok"] is True, report
+    assert report["ok"] is True, (report["invariants"], report["notices"], report["run"])
     assert report["invariants"] == {
         "double_dispatches": 0, "schedules_lost": 0, "unexplained_dispatches": 0,
+        "notices_leaked": 0,
     }  # fmt: skip
     assert report["run"]["session_errors"] == 0, report["run"]["errors"]
+    # the interactive sessions (every fifth) left notices while they retried, all retired
+    assert report["notices"]["written"] >= 1
+    assert report["notices"]["retired"] >= 1
 
     # Every decision the report claims is in the histories, as many times as it says.
     records = histories(connection, keys)
@@ -114,7 +119,7 @@ def test_a_small_fleet_holds_every_invariant_and_its_report_matches_redis(
     due = {
         (fields["route_id"], int(fields["generation"]), int(fields["attempt_ordinal"]))
         for _, fields in events
-        if fields["cause"] in ("deadline_reached", "retry_now")
+        if fields["cause"] in DUE_CAUSES
     }
     assert set(attempts) <= due
     assert report["schedules"]["fired"] == report["decisions"]["history_records"].get(
@@ -194,6 +199,7 @@ def test_recovery_demo_json_prints_one_report_and_leaves_nothing_running() -> No
     assert report["run"]["sessions"] == 6
     assert report["invariants"] == {
         "double_dispatches": 0, "schedules_lost": 0, "unexplained_dispatches": 0,
+        "notices_leaked": 0,
     }  # fmt: skip
     assert report["ok"] is True
     assert len(watch.seen) >= 3, "expected redis-server, Ray and rq worker processes"

@@ -4,6 +4,7 @@ measured from the events' Redis write times."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from actors.demo.dispatcher import DispatchRecord
-from actors.demo.facts import RedisFacts, StreamEvent
+from actors.demo.facts import NoticeFacts, RedisFacts, StreamEvent
 from actors.demo.report import build_report, percentile, schedule_fates
 from actors.routes.models import RouteEvent, ScheduleEntry
 
@@ -72,6 +73,7 @@ def facts(
         route_states={}, schedules=held,
         schedule_scores={r: s.deadline.timestamp() for r, s in held.items()},
         ledger_outcomes=Counter(), circuits=(), dispatches=tuple(dispatches or []),
+        notices=NoticeFacts(written=0, retired=0, left=0),
     )  # fmt: skip
 
 
@@ -123,6 +125,7 @@ def test_a_repeated_dispatch_and_an_unexplained_one_break_the_invariants() -> No
     report = build_report(facts(events, dispatches=calls), {})
     assert report["invariants"] == {
         "double_dispatches": 1, "schedules_lost": 0, "unexplained_dispatches": 1,
+        "notices_leaked": 0,
     }  # fmt: skip
     assert report["dispatch"]["doubled"] == ["a g1 o1"]
     assert report["ok"] is False
@@ -140,3 +143,19 @@ def test_percentile_is_the_nearest_rank() -> None:
     values = [float(n) for n in range(1, 101)]
     assert (percentile(values, 0.5), percentile(values, 0.99)) == (50.0, 99.0)
     assert percentile([], 0.5) is None
+
+
+def test_a_retry_notice_left_for_a_route_that_no_longer_retries_breaks_the_invariants() -> None:
+    leaky = dataclasses.replace(
+        facts([]), notices=NoticeFacts(written=3, retired=1, left=1, held=1)
+    )
+    report = build_report(leaky, {})
+    assert report["invariants"]["notices_leaked"] == 1
+    assert report["notices"] == {
+        "written": 3, "retired": 1, "leaked": 1, "held_by_live_retries": 1,
+    }  # fmt: skip
+    assert report["ok"] is False
+    held_only = dataclasses.replace(
+        leaky, notices=NoticeFacts(written=3, retired=2, left=0, held=1)
+    )
+    assert build_report(held_only, {})["ok"] is True  # a live retry's notice is no leak

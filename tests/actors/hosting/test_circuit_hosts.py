@@ -24,6 +24,7 @@ import pytest
 import ray
 import redis
 
+from actors.engine.settings import OWNER_WAKE_MARGIN_S
 from actors.hosting.installation import wait_gone
 from actors.hosting.names import NAMESPACE, circuit_host_name
 from actors.hosting.runtime import RecoveryRuntime, RouteHandle
@@ -50,6 +51,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
 TIMEOUT_S: Final = 60.0
 DELIVER: Final = "tests.actors.fake_dispatcher:deliver"
 INSTALLATION_KEY: Final = "circuit-hosts-test"
+OWNER_MARGIN: Final = timedelta(seconds=OWNER_WAKE_MARGIN_S)
 
 
 def start_runtime(redis_url: str, *, probe_ttl_s: float = 30) -> RecoveryRuntime:
@@ -167,6 +169,35 @@ def test_the_circuit_host_is_named_recorded_owns_the_writes_and_releases_through
     # both route hosts had parked routes: each was told of its own
     delivered, sending = ray.get(host.deliveries.remote())
     assert (delivered, sending) == (2, 0)
+
+
+def test_at_the_probe_time_the_circuit_host_wakes_one_parked_route_and_the_others_sleep_on(
+    runtime: RecoveryRuntime, connection: redis.Redis
+) -> None:
+    """The other parked routes are not woken to park again behind the lease: their own
+    deadlines are the owner's margin past the probe time, and only the probe moved."""
+    routes = fleet(runtime)
+    host = circuit_host(runtime)
+
+    async def scenario() -> None:
+        reset = datetime.now(UTC).replace(microsecond=0) + PARK_MARGIN
+        await park_all(routes, reset)
+        parked = {r.route_id: (await r.snapshot()).deadline for r in routes}
+        assert all(d is not None and d >= reset + OWNER_MARGIN for d in parked.values())
+        probe = await the_probe(runtime, connection, routes)
+        assert datetime.now(UTC) < reset + OWNER_MARGIN  # woken, not its own deadline
+        woken, watched = await host.probe_wakes.remote()
+        assert (woken, watched) == (1, 1)
+        for route in routes:
+            if route.route_id == probe.route_id:
+                continue
+            assert (await route.snapshot()).deadline == parked[route.route_id]
+            assert [a.decision for a in await route.history()].count("park") == 0
+        await release_and_drain(runtime, connection, probe, routes)
+        assert await host.probe_wakes.remote() == (1, 0)  # closed: no longer watched
+
+    asyncio.run(scenario())
+    once_each(connection, runtime.key_prefix)
 
 
 def test_a_circuit_host_killed_while_its_circuit_is_open_restarts_and_still_probes_once(

@@ -19,6 +19,7 @@ from actors.routes.circuit_board import (
 from actors.routes.circuit_models import CircuitView
 from actors.routes.commands import (
     FireDue,
+    ProbeParked,
     ReleaseParked,
     ReportFailure,
     RetryNow,
@@ -29,7 +30,16 @@ from actors.routes.commands import (
 from actors.routes.models import RouteSnapshot
 from actors.routes.plan import plan
 from actors.store.route_codec import applied_snapshot
-from circuits import CircuitSettings, CircuitState, CircuitStatus, ProbeGrant, ResourceKey, machine
+from circuits import (
+    CircuitSettings,
+    CircuitState,
+    CircuitStatus,
+    DenialReason,
+    ProbeDenied,
+    ProbeGrant,
+    ResourceKey,
+    machine,
+)
 from policy import DynamicProfile, Outcome
 from tests.actors.route_builders import T0
 from tests.actors.route_scenarios import (
@@ -264,3 +274,76 @@ def test_a_release_moves_only_a_route_parked_on_that_circuit() -> None:
     assert transition.attempt is None
     other = ReleaseParked("0" * 32, at)
     assert plan(route, other, RouteContext(T0)) is None
+
+
+# -- an owner that wakes one parked route (circuit hosts) ---------------------------------
+
+OWNED = CircuitBinding(
+    installation_key=b"planning-test-key", settings=CircuitSettings(reset_jitter_s=0),
+    owner_wake_margin_s=30.0,
+)  # fmt: skip
+
+
+def owned_board(snapshot: RouteSnapshot, state: CircuitState, **kwargs: object) -> CircuitBoard:
+    plain = board(snapshot, state)
+    return CircuitBoard(OWNED, plain.read.values(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_with_an_owner_that_wakes_a_prober_parked_routes_sleep_past_the_probe_time() -> None:
+    route = started()
+    state = opened(for_s=600)
+    assert state.open_until is not None
+    alone = report(route, T0, board(route, state))
+    owned = report(route, T0, owned_board(route, state))
+    assert alone.deadline == state.open_until
+    assert owned.deadline == state.open_until + timedelta(seconds=30)
+    assert owned.reason == alone.reason == REASON_PARKED
+
+
+def test_a_cooling_down_denial_parks_without_the_owners_margin() -> None:
+    """The owner could not be asked (or the circuit is not due yet): the route asks again
+    itself at the denial's retry time, not a margin later."""
+    route = report(started(), T0, owned_board(started(), opened(for_s=60)))
+    assert route.deadline is not None
+    assert route.circuit is not None
+    retry_at = route.deadline + timedelta(seconds=1)
+    denied = ProbeDenied(reason=DenialReason.COOLING_DOWN, retry_at=retry_at)
+    later_board = owned_board(route, opened(for_s=60), denials={route.circuit: denied})
+    again = fire(route, route.deadline, later_board)
+    assert (again.state, again.deadline) == ("retry_wait", retry_at)
+
+
+def test_a_probe_wake_makes_the_woken_parked_route_the_probe() -> None:
+    route = report(started(), T0, owned_board(started(), opened(for_s=60)))
+    assert route.circuit is not None
+    at = T0 + timedelta(seconds=60)  # its probe time, 30 s before its own deadline
+    grant = ProbeGrant(holder=ROUTE, owner_token="tok-1", expires_at=at + timedelta(seconds=300))
+    granted = owned_board(route, opened(for_s=60), grants={ROUTE: (route.circuit, grant)})
+    woken = run(route, ProbeParked(route.circuit), RouteContext(at, circuits=granted))
+    assert woken.state == "retrying"
+    assert woken.probe_token == "tok-1"
+    assert woken.reason is not None
+    assert woken.reason.startswith(REASON_PROBE)
+
+
+def test_a_probe_wake_without_the_lease_parks_the_route_again_with_its_budget() -> None:
+    route = report(started(), T0, owned_board(started(), opened(for_s=60)))
+    assert route.circuit is not None
+    at = T0 + timedelta(seconds=60)
+    woken = run(route, ProbeParked(route.circuit), RouteContext(at, circuits=owned_board(
+        route, opened(for_s=60))))  # fmt: skip
+    assert woken.state == "retry_wait"
+    assert (woken.retry_ordinal, woken.attempt_ordinal) == (route.retry_ordinal, 1)
+    assert woken.deadline is not None
+    assert woken.deadline >= at + timedelta(seconds=30)
+
+
+def test_a_probe_wake_of_a_route_no_longer_parked_on_that_circuit_does_nothing() -> None:
+    route = report(started(), T0, owned_board(started(), opened(for_s=60)))
+    assert route.circuit is not None
+    at = T0 + timedelta(seconds=60)
+    context = RouteContext(at, circuits=owned_board(route, opened(for_s=60)))
+    assert plan(route, ProbeParked("0" * 32), context) is None
+    released = run(route, ReleaseParked(route.circuit, at), RouteContext(T0))
+    assert plan(released, ProbeParked(route.circuit), context) is None
+    assert plan(started("active-one"), ProbeParked(route.circuit), context) is None

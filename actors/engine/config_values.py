@@ -1,0 +1,151 @@
+"""The value parsers of the runtime's settings (actors/engine/config.py): each takes what a
+TOML file (typed) or the environment (text) gives and returns the setting's value, or
+raises ValueError saying what the value must be (the loader names the source and setting).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from pydantic import BeforeValidator
+
+from actors.engine.settings import CIRCUIT_HOSTS_RANGE, DISPATCH_TIMEOUT_RANGE_S
+from actors.errors import RecoveryError
+from actors.keys import PREFIX_PATTERN, KeySpace
+from catalogue.sanitize import masked_url
+
+REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_DOTTED = rf"{_IDENTIFIER}(?:\.{_IDENTIFIER})*"
+_DISPATCHER = re.compile(rf"{_DOTTED}:{_DOTTED}")
+_QUEUE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_TRUE: Final = frozenset({"true", "yes", "on", "1"})
+_FALSE: Final = frozenset({"false", "no", "off", "0"})
+
+
+def parse_positive_int(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if (
+        isinstance(value, str)
+        and value.strip().isascii()
+        and value.strip().isdigit()
+        and int(value) >= 1
+    ):
+        return int(value)
+    raise ValueError(f"must be an integer >= 1, got {value!r}")
+
+
+def parse_count(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    text = value.strip() if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit():
+        return int(text)
+    raise ValueError(f"must be an integer >= 0, got {value!r}")
+
+
+def parse_circuit_hosts(value: object) -> int:
+    low, high = CIRCUIT_HOSTS_RANGE
+    try:
+        count = parse_count(value)
+    except ValueError:
+        count = -1
+    if low <= count <= high:
+        return count
+    raise ValueError(f"must be an integer from {low} to {high}, got {value!r}")
+
+
+def parse_positive_float(value: object) -> float:
+    number: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if number is not None and math.isfinite(number) and number > 0:
+        return number
+    raise ValueError(f"must be a number of seconds > 0, got {value!r}")
+
+
+def parse_dispatch_timeout(value: object) -> float:
+    low, high = DISPATCH_TIMEOUT_RANGE_S
+    try:
+        seconds = parse_positive_float(value)
+    except ValueError:
+        seconds = math.nan
+    if low <= seconds <= high:
+        return seconds
+    raise ValueError(f"must be a number of seconds from {low:g} to {high:g}, got {value!r}")
+
+
+def parse_boolean(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"must be a boolean (true/false, yes/no, on/off, 1/0), got {value!r}")
+
+
+def parse_text(value: object) -> str:
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise ValueError(f"must be a non-empty string, got {value!r}")
+
+
+def parse_redis_url(value: object) -> str:
+    url = parse_text(value)
+    if not url.startswith(REDIS_SCHEMES):
+        shown = masked_url(url)  # never the password of a mistyped URL
+        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, got {shown!r}")
+    return url
+
+
+def parse_import_path(value: object) -> str:
+    if isinstance(value, str) and _DISPATCHER.fullmatch(value.strip()):
+        return value.strip()
+    raise ValueError(f"must be an import path 'package.module:callable', got {value!r}")
+
+
+def parse_queue(value: object) -> str:
+    if isinstance(value, str) and _QUEUE.fullmatch(value.strip()):
+        return value.strip()
+    raise ValueError(f"must match [A-Za-z0-9._:-]{{1,128}}, got {value!r}")
+
+
+def parse_key_prefix(value: object) -> str:
+    if isinstance(value, str):
+        try:
+            return KeySpace(value.strip()).prefix
+        except RecoveryError:
+            pass
+    raise ValueError(f"must match {PREFIX_PATTERN} and not end with ':', got {value!r}")
+
+
+def parse_path(value: object) -> Path:
+    if isinstance(value, Path):
+        return value
+    return Path(parse_text(value))
+
+
+def parse_paths(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(part for part in value.split(os.pathsep) if part)
+    if isinstance(value, list | tuple) and all(isinstance(p, str) and p for p in value):
+        return tuple(value)
+    raise ValueError(f"must be a list of folder paths, got {value!r}")
+
+
+def parse_optional(parse: Callable[[object], Any]) -> Callable[[object], Any]:
+    return lambda value: None if value is None else parse(value)
+
+
+PositiveInt = Annotated[int, BeforeValidator(parse_positive_int)]
+PositiveSeconds = Annotated[float, BeforeValidator(parse_positive_float)]
