@@ -73,15 +73,26 @@ class ShortPlan(NamedTuple):
     word_groups: tuple[tuple[bytes, re.Pattern[str]], ...] | None
     require: tuple[Probe, ...]
     unless: re.Pattern[str] | None
+    # The literals one of which any `unless` match contains (catalogue.literals), tested
+    # before the alternation is scanned (most texts hold none: an exception is rare); None
+    # when some pattern has none, or when there are too many to beat one scan.
+    unless_literals: tuple[str, ...] | None
 
 
 # Past this many group words, one C-level intersection beats a test per word.
 WORD_PAIRS = 4
+# Past this many literals, substring tests cost about what one scan of a short text does.
+UNLESS_LITERALS = 7
 
 
 def plan_of(rule: Rule) -> ShortPlan:
     words = rule.match_groups
     pairs = tuple((word, words[word].alternation) for word in sorted(rule.match_group_words))
+    literals: tuple[str, ...] | None = tuple(
+        dict.fromkeys(literal for probe in rule.unless_probes for literal in probe.literals or ())
+    )
+    if any(p.literals is None for p in rule.unless_probes) or len(literals or ()) > UNLESS_LITERALS:
+        literals = None
     return ShortPlan(
         rule,
         None if rule.match_unanchored is None else rule.match_unanchored.alternation,
@@ -89,6 +100,7 @@ def plan_of(rule: Rule) -> ShortPlan:
         pairs if len(pairs) <= WORD_PAIRS else None,
         rule.require_probes,
         rule.unless_any,
+        literals,
     )
 
 
@@ -97,13 +109,13 @@ def is_short(views: TextViews) -> bool:
     return views.joined is None and len(views.flat) < SHORT_VIEW
 
 
-def holds_short(  # noqa: PLR0912 - the inner loop, inline: a helper call per rule costs ~10 %
+def holds_short(  # noqa: PLR0911, PLR0912 - the inner loop inline: helper calls cost ~10 %
     plan: ShortPlan, subject: Subject, flat: str, tokens: AbstractSet[bytes]
 ) -> bool:
     """`holds` on a subject whose text is one short view (`is_short`), `flat` and `tokens`
     being its view and tokens: the same answer, with each group scanned as one
     alternation."""
-    rule, unanchored, literal_groups, word_groups, require, unless = plan
+    rule, unanchored, literal_groups, word_groups, require, unless, unless_literals = plan
     if rule.filters_identity and not _identity_fits(rule, subject):
         return False
     if rule.bounded_bytes is not None:
@@ -131,7 +143,15 @@ def holds_short(  # noqa: PLR0912 - the inner loop, inline: a helper call per ru
     for probe in require:
         if not probe.found_in(flat):
             return False
-    return unless is None or unless.search(flat) is None
+    if unless is None:
+        return True
+    if unless_literals is not None:
+        for literal in unless_literals:
+            if literal in flat:
+                break
+        else:
+            return True
+    return unless.search(flat) is None
 
 
 def _excluded(
