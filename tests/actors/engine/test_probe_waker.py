@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from actors.engine.probe_waker import ProbeWaker
 from actors.errors import StoreUnavailableError
@@ -44,18 +44,32 @@ class Wakes:
         return True
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(POLL_S)
+class WatchedWaker(ProbeWaker):
+    """The waker, announcing every look it finished (tests wait on that, never poll)."""
 
-    await asyncio.wait_for(poll(), WAIT_S)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.changed = asyncio.Condition()
+
+    async def _look(self, watched: Any) -> float | None:
+        delay = await super()._look(watched)
+        async with self.changed:
+            self.changed.notify_all()
+        return delay
 
 
-async def looks_more(waker: ProbeWaker, count: int) -> None:
+async def until(waker: WatchedWaker, condition: Callable[[], bool]) -> None:
+    async def waited() -> None:
+        async with waker.changed:
+            await waker.changed.wait_for(condition)
+
+    await asyncio.wait_for(waited(), WAIT_S)
+
+
+async def looks_more(waker: WatchedWaker, count: int) -> None:
     """Let the waker look at its circuits `count` more times."""
     target = waker.looks + count
-    await until(lambda: waker.looks >= target)
+    await until(waker, lambda: waker.looks >= target)
 
 
 async def opened_with_parked(store: CircuitStore, backend: Backend, *routes: str) -> datetime:
@@ -71,7 +85,7 @@ def run(backend: Backend, takes: set[str], scenario: Callable[..., Awaitable[Non
     async def body() -> None:
         async with open_store(backend) as store:
             wakes = Wakes(store, backend, takes)
-            waker = ProbeWaker(store, backend.clock, wakes, poll_s=POLL_S, retry_s=POLL_S)
+            waker = WatchedWaker(store, backend.clock, wakes, poll_s=POLL_S, retry_s=POLL_S)
             try:
                 await scenario(store, waker, wakes)
             finally:
@@ -83,13 +97,13 @@ def run(backend: Backend, takes: set[str], scenario: Callable[..., Awaitable[Non
 def test_an_open_circuit_wakes_only_its_first_parked_route_at_its_probe_time(
     backend: Backend,
 ) -> None:
-    async def scenario(store: CircuitStore, waker: ProbeWaker, wakes: Wakes) -> None:
+    async def scenario(store: CircuitStore, waker: WatchedWaker, wakes: Wakes) -> None:
         open_until = await opened_with_parked(store, backend, "r1", "r2", "r3")
         waker.watch(RESOURCE)
         await looks_more(waker, 3)
         assert wakes.woken == []  # not before its probe time
         backend.clock.set(open_until)
-        await until(lambda: wakes.woken != [])
+        await until(waker, lambda: wakes.woken != [])
         await looks_more(waker, 3)
         assert wakes.woken == ["r1"]  # the lease is held now: nobody else wakes
         assert len(waker) == 1
@@ -100,11 +114,11 @@ def test_an_open_circuit_wakes_only_its_first_parked_route_at_its_probe_time(
 def test_a_woken_route_that_takes_no_lease_is_followed_by_the_next_parked_route(
     backend: Backend,
 ) -> None:
-    async def scenario(store: CircuitStore, waker: ProbeWaker, wakes: Wakes) -> None:
+    async def scenario(store: CircuitStore, waker: WatchedWaker, wakes: Wakes) -> None:
         open_until = await opened_with_parked(store, backend, "gone", "r2", "r3")
         backend.clock.set(open_until)
         waker.watch(RESOURCE)
-        await until(lambda: "r2" in wakes.tokens)
+        await until(waker, lambda: "r2" in wakes.tokens)
         await looks_more(waker, 3)
         assert wakes.woken == ["gone", "r2"]
 
@@ -114,15 +128,15 @@ def test_a_woken_route_that_takes_no_lease_is_followed_by_the_next_parked_route(
 def test_a_probe_lease_that_expires_with_no_verdict_wakes_the_next_parked_route(
     backend: Backend,
 ) -> None:
-    async def scenario(store: CircuitStore, waker: ProbeWaker, wakes: Wakes) -> None:
+    async def scenario(store: CircuitStore, waker: WatchedWaker, wakes: Wakes) -> None:
         open_until = await opened_with_parked(store, backend, "r1", "r2", "r3")
         backend.clock.set(open_until)
         waker.watch(RESOURCE)
-        await until(lambda: "r1" in wakes.tokens)
+        await until(waker, lambda: "r1" in wakes.tokens)
         view = await store.view(RESOURCE)
         assert view.state.lease is not None
         backend.clock.set(view.state.lease.expires_at)  # the prober went silent
-        await until(lambda: "r2" in wakes.tokens)
+        await until(waker, lambda: "r2" in wakes.tokens)
         await looks_more(waker, 3)
         assert wakes.woken == ["r1", "r2"]
 
@@ -130,14 +144,14 @@ def test_a_probe_lease_that_expires_with_no_verdict_wakes_the_next_parked_route(
 
 
 def test_a_circuit_closed_by_its_probe_is_no_longer_watched(backend: Backend) -> None:
-    async def scenario(store: CircuitStore, waker: ProbeWaker, wakes: Wakes) -> None:
+    async def scenario(store: CircuitStore, waker: WatchedWaker, wakes: Wakes) -> None:
         open_until = await opened_with_parked(store, backend, "r1", "r2")
         backend.clock.set(open_until)
         waker.watch(RESOURCE)
-        await until(lambda: "r1" in wakes.tokens)
+        await until(waker, lambda: "r1" in wakes.tokens)
         await store.report_probe(RESOURCE, wakes.tokens["r1"], True, backend.clock.now())
         waker.watch(RESOURCE)  # the verdict's round tells the waker
-        await until(lambda: len(waker) == 0)
+        await until(waker, lambda: len(waker) == 0)
         assert wakes.woken == ["r1"]
 
     run(backend, {"r1"}, scenario)
@@ -146,7 +160,7 @@ def test_a_circuit_closed_by_its_probe_is_no_longer_watched(backend: Backend) ->
 def test_an_open_circuit_with_nobody_parked_wakes_the_first_route_that_parks_later(
     backend: Backend,
 ) -> None:
-    async def scenario(store: CircuitStore, waker: ProbeWaker, wakes: Wakes) -> None:
+    async def scenario(store: CircuitStore, waker: WatchedWaker, wakes: Wakes) -> None:
         open_until = await opened_with_parked(store, backend)
         backend.clock.set(open_until)
         waker.watch(RESOURCE)
@@ -154,7 +168,7 @@ def test_an_open_circuit_with_nobody_parked_wakes_the_first_route_that_parks_lat
         assert wakes.woken == []
         await store.park(RESOURCE, "late", backend.clock.now())
         waker.watch(RESOURCE, if_new=True)  # already watched: the poll finds it
-        await until(lambda: "late" in wakes.tokens)
+        await until(waker, lambda: "late" in wakes.tokens)
 
     run(backend, {"late"}, scenario)
 
@@ -162,7 +176,7 @@ def test_an_open_circuit_with_nobody_parked_wakes_the_first_route_that_parks_lat
 def test_a_redis_outage_is_looked_through_and_the_probe_still_woken(
     backend: Backend,
 ) -> None:
-    async def scenario(store: CircuitStore, waker: ProbeWaker, wakes: Wakes) -> None:
+    async def scenario(store: CircuitStore, waker: WatchedWaker, wakes: Wakes) -> None:
         open_until = await opened_with_parked(store, backend, "r1")
         backend.clock.set(open_until)
         real_view = store.view
@@ -177,7 +191,7 @@ def test_a_redis_outage_is_looked_through_and_the_probe_still_woken(
 
         store.view = failing_view  # type: ignore[method-assign]  # the outage, then Redis back
         waker.watch(RESOURCE)
-        await until(lambda: "r1" in wakes.tokens)
+        await until(waker, lambda: "r1" in wakes.tokens)
         assert failures == 2
 
     run(backend, {"r1"}, scenario)
