@@ -12,8 +12,9 @@ the runtime raises on purpose is a `RecoveryError`.
 
 Two names are type aliases of string literals: `RouteState` (a snapshot's `state`: none,
 active, retry_wait, waiting_for_reset, retrying, switching, action_required, closed) and
-`CallerContext` (who drives the route: kanban, office, workflow or utility; a utility
-route expires after a day). `RouteProfile` is what a route runs with: policy's
+`NextStep` (a snapshot's `next_step`: run, wait, manual, done). A route's `caller` is any
+name of a route id's shape; a utility route (`utility=True`, or the caller "utility")
+expires after a day. `RouteProfile` is what a route runs with: policy's
 `DynamicProfile` (candidates with their policies) or a `ConcreteProfile` (one candidate on
 the built-in interactive policy). `__version__` is the installed distribution's version.
 
@@ -49,12 +50,12 @@ if TYPE_CHECKING:
     from actors.keys import KeySpace
     from actors.routes.models import (
         AttemptRecord,
-        CallerContext,
         RouteEvent,
         RouteSnapshot,
         RouteState,
         ScheduleEntry,
     )
+    from actors.routes.next_steps import NextStep
     from actors.routes.profiles import ConcreteProfile, RouteCandidate, RouteProfile
     from actors.store.installation import CorruptInstallationError, NoInstallationError
 
@@ -72,7 +73,7 @@ _EXPORTS: Final[dict[str, str]] = {
     "RouteEvent": "actors.routes.models",
     "ScheduleEntry": "actors.routes.models",
     "RouteState": "actors.routes.models",
-    "CallerContext": "actors.routes.models",
+    "NextStep": "actors.routes.next_steps",
     "Dispatcher": "actors.jobs.dispatcher",
     "ReplayIdentity": "actors.jobs.dispatcher",
     "NotDispatched": "actors.jobs.dispatcher",
@@ -108,7 +109,7 @@ __all__ = [  # noqa: RUF022 - grouped by what an orchestrator reaches for first
     "RouteEvent",
     "ScheduleEntry",
     "RouteState",
-    "CallerContext",
+    "NextStep",
     "Dispatcher",
     "ReplayIdentity",
     "NotDispatched",

@@ -51,6 +51,7 @@ _RESOURCE_ID = re.compile(RESOURCE_ID_PATTERN)
 REQUEST_ID_PATTERN: Final = r"[A-Za-z0-9._:-]{1,128}"
 _REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 TASK_ID_PATTERN: Final = ROUTE_ID_PATTERN
+CALLER_PATTERN: Final = ROUTE_ID_PATTERN
 MESSAGE_ID_PATTERN: Final = r"[0-9a-f]{32}"
 _MESSAGE_ID = re.compile(MESSAGE_ID_PATTERN)
 
@@ -75,6 +76,14 @@ def valid_task_id(task_id: str) -> str:
     if not isinstance(task_id, str) or not _ROUTE_ID.fullmatch(task_id):
         raise InvalidIdentifierError("task id", task_id, TASK_ID_PATTERN)
     return task_id
+
+
+def valid_caller(caller: str) -> str:
+    """The name of what drives a route (any name of a route id's shape: `kanban`, `ci`,
+    `my-orchestrator`), unchanged, or InvalidIdentifierError naming it."""
+    if not isinstance(caller, str) or not _ROUTE_ID.fullmatch(caller):
+        raise InvalidIdentifierError("caller", caller, CALLER_PATTERN)
+    return caller
 
 
 def valid_message_id(message_id: str) -> str:
@@ -135,6 +144,7 @@ RouteId = Annotated[str, AfterValidator(valid_route_id)]
 
 HostId = Annotated[str, AfterValidator(valid_host_id)]
 TaskId = Annotated[str, AfterValidator(valid_task_id)]
+CallerName = Annotated[str, AfterValidator(valid_caller)]
 MessageId = Annotated[str, AfterValidator(valid_message_id)]
 
 

@@ -171,7 +171,7 @@ class CircuitEffects:
         excluded: frozenset[str] = frozenset()
         if isinstance(command, Start | StartFresh) and command.profile is not None:
             profile: RouteProfile = command.profile
-        elif isinstance(command, ReportFailure | ReturnUnsent | SkipNow | StartFresh):
+        elif isinstance(command, ReportFailure | SkipNow | StartFresh):
             try:
                 profile = profile_from_json(snapshot.route_id, snapshot.profile)
             except CorruptProfileError:

@@ -30,7 +30,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
 from actors.clock import Clock
@@ -57,7 +57,7 @@ from actors.routes.commands import (
     StopRoute,
     UpdateProfile,
 )
-from actors.routes.models import AttemptRecord, CallerContext, RouteSnapshot, ScheduleEntry
+from actors.routes.models import AttemptRecord, RouteSnapshot, ScheduleEntry
 from actors.routes.profiles import RouteProfile
 from actors.routes.quarantine import quarantine_of
 from actors.routes.steps import LIVE
@@ -110,17 +110,22 @@ class RouteService:
         route_id: str,
         profile: RouteProfile,
         *,
-        caller: CallerContext,
+        caller: str,
         invocation_id: str,
         provider_session_id: str | None = None,
         request_id: str | None = None,
         task_id: str | None = None,
+        utility: bool = False,
+        recovery_deadline: datetime | None = None,
     ) -> RouteSnapshot:
         """A new route on the profile's first enabled candidate, generation 1. Every
         command takes an optional `request_id`: a request applied before is not applied
         again, and answers its first outcome's snapshot. `task_id`: the orchestrator's
         task of the session (its transcript notices are written for it)."""
-        command = Start(profile, caller, invocation_id, provider_session_id, request_id, task_id)
+        command = Start(
+            profile, caller, invocation_id, provider_session_id, request_id, task_id, utility,
+            recovery_deadline,
+        )  # fmt: skip
         return await self._run(route_id, command)
 
     async def report_failure(
@@ -130,15 +135,16 @@ class RouteService:
         evidence: Evidence | Classification,
         turn: TurnEvidence | None,
         *,
-        caller: CallerContext,
+        caller: str,
         invocation_id: str,
         provider_session_id: str | None = None,
         attempt: int | None = None,
         request_id: str | None = None,
+        utility: bool = False,
     ) -> RouteSnapshot:
         command = ReportFailure(
             expected_generation, evidence, turn, caller, invocation_id, provider_session_id,
-            attempt, request_id,
+            attempt, request_id, utility,
         )  # fmt: skip
         return await self._run(route_id, command)
 
@@ -181,8 +187,10 @@ class RouteService:
         profile: RouteProfile | None = None,
         *,
         request_id: str | None = None,
+        recovery_deadline: datetime | None = None,
     ) -> RouteSnapshot:
-        return await self._run(route_id, StartFresh(expected_generation, profile, request_id))
+        command = StartFresh(expected_generation, profile, request_id, recovery_deadline)
+        return await self._run(route_id, command)
 
     async def close(
         self, route_id: str, expected_generation: int, *, request_id: str | None = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import ray
@@ -40,7 +41,7 @@ from actors.routes.commands import (
     StartFresh,
     StopRoute,
 )
-from actors.routes.models import AttemptRecord, CallerContext, RouteSnapshot
+from actors.routes.models import AttemptRecord, RouteSnapshot
 from actors.routes.profiles import RouteProfile
 from catalogue import Classification, Evidence
 from policy import TurnEvidence
@@ -79,22 +80,32 @@ class RouteHandle:
         self,
         profile: RouteProfile,
         *,
-        caller: CallerContext,
+        caller: str,
         invocation_id: str,
         provider_session_id: str | None = None,
         request_id: str | None = None,
         task_id: str | None = None,
+        utility: bool = False,
+        recovery_deadline: datetime | None = None,
     ) -> RouteSnapshot:
-        """A new route on the profile's first eligible candidate, generation 1. Raises
+        """A new route on the profile's first eligible candidate, generation 1; its
+        `next_step` says what to do (`run`: launch the turn on its candidate; `wait`: the
+        start is parked on an open circuit and a dispatch will come). Raises
         StaleGenerationError when the route exists already (start fresh or close it).
-        `provider_session_id`: the agent's own session id, for a provider-native resume.
-        `task_id`: the orchestrator's task of the session: its transcript retry notices
-        are written for that task (none without one), and a cancel checks it.
+        `caller`: the name of what drives the route (`[A-Za-z0-9._-]{1,128}`, else
+        InvalidIdentifierError). `provider_session_id`: the agent's own session id, for a
+        provider-native resume. `task_id`: the orchestrator's task of the session: its
+        transcript retry notices are written for that task (none without one), and a
+        cancel checks it. `utility`: a utility invocation (ephemeral, reports of another
+        invocation are stale; the caller name "utility" implies it).
+        `recovery_deadline`: an aware time no wait or circuit park outlives; at it the
+        route stops (`action_required`, `next_step` manual).
         Raises NoEligibleCandidateError when no candidate is eligible, StoreUnavailableError
         when Redis failed (nothing was written)."""
         command = Start(
-            profile, caller, invocation_id, provider_session_id, _id(request_id), task_id
-        )
+            profile, caller, invocation_id, provider_session_id, _id(request_id), task_id,
+            utility, recovery_deadline,
+        )  # fmt: skip
         return await self._snapshot(command)
 
     async def report_failure(
@@ -103,11 +114,12 @@ class RouteHandle:
         evidence: Evidence | Classification,
         turn: TurnEvidence | None,
         *,
-        caller: CallerContext,
+        caller: str,
         invocation_id: str,
         provider_session_id: str | None = None,
         attempt: int | None = None,
         request_id: str | None = None,
+        utility: bool = False,
     ) -> RouteSnapshot:
         """A failed turn: classify `evidence` (unless it already is a Classification),
         apply the candidate's policy and persist the decision (retry_wait, waiting_for_reset,
@@ -121,7 +133,7 @@ class RouteHandle:
         raises StaleOrdinalError. None: the route's current attempt."""
         command = ReportFailure(
             expected_generation, evidence, turn, caller, invocation_id, provider_session_id,
-            attempt, _id(request_id),
+            attempt, _id(request_id), utility,
         )  # fmt: skip
         return await self._snapshot(command)
 
@@ -175,12 +187,13 @@ class RouteHandle:
         profile: RouteProfile | None = None,
         *,
         request_id: str | None = None,
+        recovery_deadline: datetime | None = None,
     ) -> RouteSnapshot:
         """Leave action_required in a new generation on the first eligible candidate of
-        `profile` (None: the route's own), with a new retry cycle. Raises InvalidStateError
-        when it is not action_required, NoEligibleCandidateError when no candidate is
-        eligible."""
-        command = StartFresh(expected_generation, profile, _id(request_id))
+        `profile` (None: the route's own), with a new retry cycle (`recovery_deadline`:
+        a new one; None keeps the route's). Raises InvalidStateError when it is not
+        action_required, NoEligibleCandidateError when no candidate is eligible."""
+        command = StartFresh(expected_generation, profile, _id(request_id), recovery_deadline)
         return await self._snapshot(command)
 
     async def close(

@@ -85,7 +85,7 @@ class HostDispatch:
         return enqueue_dispatch(
             queue, self._settings.keys, snapshot.attempt, dispatcher=dispatcher,
             now=self._clock.now(), host_id=self.host_id,
-            timeout_s=self._settings.dispatch_timeout_s,
+            timeout_s=self._settings.dispatch_timeout_s, redeliveries=snapshot.redeliveries,
         )  # fmt: skip
 
     def reconcile(

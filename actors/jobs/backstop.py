@@ -102,7 +102,7 @@ def fire_backstop(
         for snapshot in fired
         if enqueue_dispatch(
             queue, keys, snapshot.attempt, dispatcher=dispatcher, now=now, host_id=host_id,
-            timeout_s=engine.settings.dispatch_timeout_s,
+            timeout_s=engine.settings.dispatch_timeout_s, redeliveries=snapshot.redeliveries,
         ) is not None
     )  # fmt: skip
     rearmed = None

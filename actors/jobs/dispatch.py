@@ -7,9 +7,10 @@ runs in an rq worker (JSON serializer, its own process): it fences on the route 
 `retrying` at that generation and ordinal, else it does nothing), writes the ledger
 `started` (refused if another run already started: a duplicated or re-enqueued job does
 nothing), calls the orchestrator's dispatcher, and writes the ledger `finished` with
-the outcome. `NotDispatched` means nothing was sent: the attempt goes back to the policy
-as a failure reported before any partial result, which retries (the next ordinal, a
-new schedule in Redis), waits, skips or stops (actors/routes/dispatch_outcomes.py). Any
+the outcome. `NotDispatched` means nothing was sent: the same attempt waits and is
+delivered again after the dispatcher's hint or a doubling backoff, a bounded number of
+times, without spending the provider's retry budget (actors/routes/dispatch_outcomes.py);
+its redelivery queues the attempt's ledger again. Any
 other exception is ambiguous: the route goes to `action_required` ("dispatch outcome
 ambiguous") and the attempt is never dispatched again. So is a dispatcher still running
 after the installation's `dispatch_timeout_s` ("dispatch timed out after N s"): the job
@@ -121,7 +122,7 @@ def dispatch_once(
     """What a dispatch job does, on `connection`, as `worker`: every route transition it
     causes goes through the worker's engine (`engine`, else this process's for the
     connection), for host `host_id`'s routes. `rearm` is given the route's snapshot when a
-    NotDispatched re-evaluation left it waiting again (the durable backstop of that wait).
+    NotDispatched left it waiting for its redelivery (the durable backstop of that wait).
     `timeout_s` bounds the dispatcher's call (None: the engine's `dispatch_timeout_s`).
 
     An attempt that held its circuit's probe lease (the probe): when nothing was sent
@@ -159,7 +160,7 @@ def dispatch_once(
         detail = error_text(error)
         ledger.finish(fence, "not_dispatched", _now(), detail=detail)
         engine.abandon_unsent(snapshot)  # before re-planning: the next caller may probe
-        again = settle(ReturnUnsent(fence.generation, fence.ordinal, detail))
+        again = settle(ReturnUnsent(fence.generation, fence.ordinal, detail, error.retry_after))
         if again is not None and again.deadline is not None and rearm is not None:
             try:
                 rearm(again)

@@ -21,14 +21,38 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from actors.errors import RecoveryError
 from actors.keys import AttemptFence
 
+MAX_RETRY_AFTER_S: Final = 86_400
+
 
 class NotDispatched(RecoveryError):  # noqa: N818 - the name docs/CONTRACTS.md gives dispatchers
-    """Raised by a dispatcher when it sent nothing: the attempt can be re-evaluated."""
+    """Raised by a dispatcher when it sent nothing ("not now": an agent pool full, a
+    receiver answering 503): the same attempt is delivered again later, after
+    `retry_after` seconds when given (0 to 86400), else after a doubling backoff, without
+    spending the provider's retry budget (docs/CONTRACTS.md, Routes)."""
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        if retry_after is not None and (
+            isinstance(retry_after, bool)
+            or not isinstance(retry_after, int | float)
+            or not 0 <= retry_after <= MAX_RETRY_AFTER_S
+        ):
+            raise ValueError(
+                f"retry_after must be seconds from 0 to {MAX_RETRY_AFTER_S}, got {retry_after!r}"
+            )
+        self.retry_after = None if retry_after is None else float(retry_after)
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_not_dispatched, (str(self), self.retry_after))
+
+
+def _not_dispatched(message: str, retry_after: float | None) -> NotDispatched:
+    return NotDispatched(message, retry_after=retry_after)
 
 
 class DispatchTimedOut(RecoveryError):  # noqa: N818 - says what happened, like NotDispatched
@@ -82,7 +106,7 @@ class Dispatcher(Protocol):
     `module:callable`, RECOVERY_DISPATCHER). Called once per attempt inside an rq job with
     the attempt (`route_id`, `generation`, `ordinal`), the candidate to run it on, the
     route's reason and the replay identity; it may return an awaitable. It raises
-    `NotDispatched` when it sent nothing (the attempt goes back to the policy); any other
+    `NotDispatched` when it sent nothing (the attempt is delivered again later); any other
     exception makes the outcome ambiguous and the route `action_required`."""
 
     def __call__(  # noqa: PLR0917 - the dispatcher's arguments, as docs/CONTRACTS.md gives them

@@ -1,7 +1,8 @@
 """The dispatch ledger: one Redis hash per attempt (route, generation, attempt ordinal),
 moved queued -> started -> finished by the job itself (dispatch_ledger.lua), so that an
 attempt never started is provably undispatched and one started and never finished is
-ambiguous."""
+ambiguous. An attempt the dispatcher answered NotDispatched (nothing sent) is queued again
+for its redelivery once its route has recorded the answer; `returns` counts them."""
 
 from __future__ import annotations
 
@@ -32,6 +33,17 @@ class LedgerEntry:
     def worker(self) -> str | None:
         return self.fields.get("worker") or None
 
+    def awaits_redelivery(self, redeliveries: int) -> bool:
+        """Whether the attempt is finished `not_dispatched` and its route has recorded
+        every such answer (`redeliveries`): its redelivery may be queued."""
+        returns = self.fields.get("returns", "0")
+        return (
+            self.state == "finished"
+            and self.fields.get("outcome") == "not_dispatched"
+            and redeliveries >= 1
+            and returns == str(redeliveries)
+        )
+
     @property
     def started_at(self) -> datetime | None:
         text = self.fields.get("started_at")
@@ -60,8 +72,13 @@ class DispatchLedger:
             return LedgerEntry("none", raw)
         return LedgerEntry(state, raw)  # type: ignore[arg-type]  # checked just above
 
-    def queue(self, fence: AttemptFence, job_id: str, at: datetime) -> str:
-        return self._step(fence, ["queue", _iso(at), job_id, ""])
+    def queue(
+        self, fence: AttemptFence, job_id: str, at: datetime, *, redeliveries: int = 0
+    ) -> str:
+        """Queue the attempt's dispatch: a new ledger, or (with `redeliveries`, the
+        NotDispatched answers its route has recorded for the attempt) a redelivery of one
+        the dispatcher answered NotDispatched that many times."""
+        return self._step(fence, ["queue", _iso(at), job_id, str(redeliveries)])
 
     def start(self, fence: AttemptFence, worker: str, at: datetime) -> str:
         return self._step(fence, ["start", _iso(at), worker, ""])

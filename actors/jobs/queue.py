@@ -66,15 +66,19 @@ def enqueue_dispatch(
     now: datetime,
     host_id: str | None = None,
     timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
+    redeliveries: int = 0,
 ) -> str | None:
     """Write the attempt's ledger `queued` (if it has none) and enqueue its job. The job
     id, or None when the ledger shows the attempt already started or finished (nothing is
     enqueued then: it was dispatched, or its outcome is someone else's to settle).
     `host_id`: the route host owning the route, so that a schedule the job writes (a
-    NotDispatched re-evaluated into a new wait) gets that host's durable backstop.
-    `timeout_s`: the installation's dispatch timeout (the job's rq timeout is longer)."""
+    NotDispatched waiting for its redelivery) gets that host's durable backstop.
+    `timeout_s`: the installation's dispatch timeout (the job's rq timeout is longer).
+    `redeliveries`: the route's count of NotDispatched answers for the attempt (its
+    `redeliveries`): a redelivery re-queues the attempt's finished ledger."""
     job_id = dispatch_job_id(keys, fence)  # validates the route id
-    refused = DispatchLedger(queue.connection, keys).queue(fence, job_id, now)
+    ledger = DispatchLedger(queue.connection, keys)
+    refused = ledger.queue(fence, job_id, now, redeliveries=redeliveries)
     if refused not in ("applied", "queued"):
         return None
     args = (keys.prefix, fence.route_id, fence.generation, fence.ordinal, dispatcher, host_id)

@@ -87,9 +87,10 @@ def reconcile(
     engine: Commands | None = None,
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
 ) -> ReconcileReport:
-    """One pass over the retrying routes: never started -> enqueue again (the job id and
-    the ledger fence make a repeat harmless); started and not finished with its worker
-    gone or its start older than `started_timeout_s` -> action_required; else leave. The
+    """One pass over the retrying routes: never started, or a NotDispatched redelivery
+    never queued -> enqueue again (the job id and the ledger fence make a repeat
+    harmless); started and not finished with its worker gone or its start older than
+    `started_timeout_s` -> action_required; else leave. The
     route transitions go through `engine` (a host's service, or a worker engine built
     from the installation's settings; by default this process's worker engine); a
     dispatch enqueued again is bounded by `dispatch_timeout_s`, the installation's."""
@@ -105,10 +106,11 @@ def reconcile(
     for route in routes:
         fence = route.attempt
         entry = ledger.read(fence)
-        if entry.state in ("none", "queued"):
+        if entry.state in ("none", "queued") or entry.awaits_redelivery(route.redeliveries):
             job_id = enqueue_dispatch(
-                queue, keys, fence, dispatcher=dispatcher, now=now, timeout_s=dispatch_timeout_s
-            )
+                queue, keys, fence, dispatcher=dispatcher, now=now, timeout_s=dispatch_timeout_s,
+                redeliveries=route.redeliveries,
+            )  # fmt: skip
             (report.requeued if job_id is not None else report.left).append(route.route_id)
         elif entry.state == "started" and _abandoned(entry, workers, now, started_timeout_s):
             # The probe, if it was one, may have happened: its lease runs to its TTL.

@@ -10,7 +10,7 @@ worker a route's transitions are serial under its lock; against a host or anothe
 the Lua fence decides.
 
 Jobs tell the host: a transition a job writes that leaves a route waiting (a NotDispatched
-re-evaluated into a new wait, a backstop firing into a re-park) is announced on the owning
+waiting for its redelivery, a backstop firing into a re-park) is announced on the owning
 host's wake stream (`keys.host_wakes(host)`), which the host follows to arm its precise
 timer; the durable backstop stays the fallback.
 """

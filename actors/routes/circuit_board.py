@@ -186,9 +186,7 @@ class CircuitBoard:
     resource id; a lease the round took is a denial for every other route), and the
     failures and probe verdicts the round's plans fold in, in plan order, with the pure
     machine, so a later route in the round sees a circuit an earlier failure opened.
-    Round-local and single-threaded (one per round, as RoundClassifier).
-    `counts_failures` False: the round's failures were counted when first reported (a
-    dispatch job re-evaluating an attempt it did not send), so none is folded in again."""
+    Round-local and single-threaded (one per round, as RoundClassifier)."""
 
     def __init__(
         self,
@@ -197,10 +195,8 @@ class CircuitBoard:
         *,
         grants: Mapping[str, tuple[str, ProbeGrant]] | None = None,
         denials: Mapping[str, ProbeDenied] | None = None,
-        counts_failures: bool = True,
     ) -> None:
         self.binding = binding
-        self.counts_failures = counts_failures
         self.read: dict[str, CircuitView] = {v.resource_id: v for v in views}
         self.states: dict[str, CircuitState] = {r: v.state for r, v in self.read.items()}
         self.grants: dict[str, tuple[str, ProbeGrant]] = dict(grants or {})
@@ -222,7 +218,7 @@ class CircuitBoard:
         """A failure on the route's current candidate: the probe's verdict when the route
         was the probe, else counted against the circuit its scope names. A route planned
         twice in a round (it lost the fence and was re-planned) is folded in once."""
-        if not self.counts_failures or not self._first_note(snapshot.route_id):
+        if not self._first_note(snapshot.route_id):
             return
         if snapshot.probe_token is not None and snapshot.circuit is not None:
             verdict = _probe_verdict(failure, now)

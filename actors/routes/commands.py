@@ -15,7 +15,6 @@ from typing import Final
 
 from actors.keys import AttemptFence, valid_host_id
 from actors.routes.circuit_board import CircuitBoard
-from actors.routes.models import CallerContext
 from actors.routes.profiles import RouteProfile
 from catalogue import Classification, Evidence
 from policy import TurnEvidence
@@ -80,15 +79,21 @@ class ForAttempt:
 @dataclass(frozen=True, slots=True)
 class Start:
     """A new route on the profile's first enabled candidate, generation 1.
+    `caller`: the name of what drives the route (any name of a route id's shape).
     `provider_session_id`: the agent's own session id, when it has one; `task_id`: the
-    orchestrator's task the session belongs to (its transcript notices are the task's)."""
+    orchestrator's task the session belongs to (its transcript notices are the task's).
+    `utility`: a utility invocation's route (ephemeral, unique invocation; the caller name
+    "utility" implies it). `recovery_deadline`: an aware time no wait of the route
+    outlives (actors/routes/deadline.py)."""
 
     profile: RouteProfile
-    caller: CallerContext
+    caller: str
     invocation_id: str
     provider_session_id: str | None = None
     request_id: str | None = None
     task_id: str | None = None
+    utility: bool = False
+    recovery_deadline: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +103,18 @@ class ReportFailure:
     recorded, which is unsafe). `provider_session_id`: the agent's own session id the
     turn ran in, if the report knows it (None keeps the one recorded). `attempt`: the
     attempt ordinal the caller saw (None: the route's current one); a report about an
-    earlier attempt is refused (StaleOrdinalError)."""
+    earlier attempt is refused (StaleOrdinalError). `utility`: the report is a utility
+    invocation's (the route becomes one, if it was not)."""
 
     expected_generation: int
     evidence: Evidence | Classification
     turn: TurnEvidence | None
-    caller: CallerContext
+    caller: str
     invocation_id: str
     provider_session_id: str | None = None
     attempt: int | None = None
     request_id: str | None = None
+    utility: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,11 +186,12 @@ class Resume:
 @dataclass(frozen=True, slots=True)
 class StartFresh:
     """A new generation and cycle on the first eligible candidate; `profile` replaces the
-    stored one when given."""
+    stored one when given, `recovery_deadline` the route's recovery deadline."""
 
     expected_generation: int
     profile: RouteProfile | None = None
     request_id: str | None = None
+    recovery_deadline: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,12 +229,14 @@ class SettleDispatch(ForAttempt):
 
 @dataclass(frozen=True, slots=True)
 class ReturnUnsent(ForAttempt):
-    """The dispatcher sent nothing for attempt (generation, ordinal): the attempt goes back
-    to the policy (actors/routes/dispatch_outcomes.py). `detail`: what the dispatcher said."""
+    """The dispatcher sent nothing for attempt (generation, ordinal): the same attempt is
+    delivered again later (actors/routes/dispatch_outcomes.py). `detail`: what the
+    dispatcher said; `retry_after_s`: its hint of when to deliver again (None: none)."""
 
     generation: int
     ordinal: int
     detail: str
+    retry_after_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

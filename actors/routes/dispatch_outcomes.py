@@ -7,43 +7,35 @@ the route has left changes nothing:
 - `SettleDispatch`: the outcome is ambiguous (the dispatcher raised, or its worker died
   inside it), or the dispatcher cannot even be loaded (a configuration error a retry would
   only repeat): the route goes to `action_required` with the reason.
-- `ReturnUnsent`: the dispatcher raised `NotDispatched`, so nothing was sent, and the
-  attempt goes back to the policy (docs/CONTRACTS.md, Routes) as a failure reported before
-  any partial result: a turn with no output, no thoughts, no tool call, delivery known not
-  to have happened, so effect-safe. It is planned as the failure report it stands for
-  (`failure_transition`): the policy retries again (the next attempt ordinal: the budget
-  runs out and `on_exhausted` applies, so it cannot loop), waits for a reset, skips (the
-  batch runner then completes the switch) or stops.
-
-  The failure re-evaluated is the one the route is recovering from: the code, class, rule
-  and catalogue version its snapshot stores, not a classification of the NotDispatched,
-  which is no provider failure (as evidence it would be `unclassified` and stop every
-  route); the retry budget, reset-wait use and `on_exhausted` are that failure's. Its
-  detail is the history record's safe excerpt (sanitised); the cause is `not_dispatched`.
-  The stored failure has no confidence, scope or timing hint: confidence is `high` (the
-  policy acted on it), the scope is the code's, and there is no hint (a trusted reset is
-  waited once per class and cycle, and was already). It is not counted on its circuit
-  again, and a probe that was not sent gives no verdict (the job gives its lease up before
-  the round reads the circuits, so a route that waits parks until it can probe again).
+- `ReturnUnsent`: the dispatcher raised `NotDispatched`, so nothing was sent. That is
+  back-pressure, not a provider failure: the same attempt (route, generation, attempt
+  ordinal) waits in `retry_wait` and is delivered again after the dispatcher's
+  `retry_after` hint, else after a doubling backoff (REDELIVERY_BASE_S, 2x each time,
+  at most REDELIVERY_CAP_S), fired by its host's timer like any wait. The provider's
+  retry budget, the cycle and the policy are untouched and the failure is not counted on
+  any circuit. After MAX_REDELIVERIES answers for one attempt the route stops for manual
+  recovery with the reason. The redelivery count lives on the route (`redeliveries`) and
+  starts again with the next attempt. A redelivery onto a circuit that is not closed waits
+  parked on it (the later of the two deadlines). A probe that was not sent gives no
+  verdict: the job gives its lease up before the round reads the circuits, so the
+  redelivery parks until it can probe again.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Final
 
-from actors.routes.commands import ReportFailure, ReturnUnsent, RouteContext, SettleDispatch
-from actors.routes.judgement import failure_transition
+from actors.routes.commands import ReturnUnsent, RouteContext, SettleDispatch
 from actors.routes.models import RouteSnapshot, Transition, attempt_retrying
-from actors.routes.steps import step, updated
-from catalogue import Classification, Confidence, code_info, sanitize
-from catalogue.boundary import known_rule_codes
-from catalogue.codes import UnknownCodeError
-from policy import TurnEvidence
+from actors.routes.parking import parked_changes
+from actors.routes.steps import clip, step, updated
+from catalogue import sanitize
+from policy.decisions import utc_iso
 
-REASON_NOT_DISPATCHED: Final = "dispatcher reported not dispatched"
-REASON_NOTHING_TO_REEVALUATE: Final = (
-    "dispatcher reported not dispatched; the route stores no failure to re-evaluate"
-)
+MAX_REDELIVERIES: Final = 8
+REDELIVERY_BASE_S: Final = 2.0
+REDELIVERY_CAP_S: Final = 300.0
 CAUSE_NOT_DISPATCHED: Final = "not_dispatched"
 
 
@@ -58,58 +50,47 @@ def settle_dispatch_transition(
     return step(snapshot, context, cause="dispatch", route=route, decision="stop")
 
 
+def redelivery_delay_s(answers: int, retry_after_s: float | None) -> float:
+    """Seconds until the redelivery after the dispatcher's `answers`-th NotDispatched for
+    one attempt: its hint when it gave one, else the doubling backoff."""
+    if retry_after_s is not None:
+        return retry_after_s
+    return min(REDELIVERY_CAP_S, REDELIVERY_BASE_S * float(2 ** (answers - 1)))
+
+
 def return_unsent_transition(
     snapshot: RouteSnapshot, command: ReturnUnsent, context: RouteContext
 ) -> Transition | None:
     if not attempt_retrying(snapshot, command.fence(snapshot.route_id)):
         return None
-    report = not_dispatched_report(snapshot, command.detail, context)
-    if report is None:
-        return settle_dispatch_transition(
-            snapshot,
-            SettleDispatch(command.generation, command.ordinal, REASON_NOTHING_TO_REEVALUATE),
-            context,
-        )
-    # The probe, if this attempt was one, ended unsent: it gives no verdict.
+    answers = snapshot.redeliveries + 1
+    detail = clip(sanitize(command.detail)) if command.detail else "no detail"
+    if answers > MAX_REDELIVERIES:
+        route = updated(
+            snapshot, state="action_required", pending_outcome="stop",
+            reason=clip(
+                f"the dispatcher did not take attempt {snapshot.attempt_ordinal} after "
+                f"{MAX_REDELIVERIES} redeliveries ({detail}), so stop"
+            ),
+        )  # fmt: skip
+        return step(
+            snapshot, context, cause=CAUSE_NOT_DISPATCHED, route=route, decision="stop",
+            safe_excerpt=detail,
+        )  # fmt: skip
+    deadline = context.now + timedelta(seconds=redelivery_delay_s(answers, command.retry_after_s))
+    changes = {
+        "state": "retry_wait", "deadline": deadline, "pending_outcome": "retry",
+        "redeliveries": answers,
+        "reason": clip(
+            f"the dispatcher sent nothing ({detail}): redelivery {answers} of "
+            f"{MAX_REDELIVERIES} at {utc_iso(deadline)}"
+        ),
+    }  # fmt: skip
+    # An unsent probe gave its lease up: the redelivery waits on the circuit, whose owner
+    # wakes one parked route when the probe is due.
     unsent = snapshot.model_copy(update={"probe_token": None})
-    planned = failure_transition(unsent, report, context, count_failure=False)
-    return planned.model_copy(update={"cause": CAUSE_NOT_DISPATCHED})
-
-
-def not_dispatched_report(
-    snapshot: RouteSnapshot, detail: str, context: RouteContext
-) -> ReportFailure | None:
-    """The route's stored failure reported again, as of a turn that never started; None
-    when the route stores no complete failure (or one the registry or the catalogue no
-    longer knows: the report is re-validated like a caller's, catalogue/boundary.py)."""
-    code, error_class = snapshot.code, snapshot.error_class
-    rule, version = snapshot.rule, snapshot.catalogue_version
-    if code is None or error_class is None or rule is None or version is None:
-        return None
-    if rule not in known_rule_codes():  # a rule a later catalogue no longer ships
-        return None
-    if snapshot.caller is None or snapshot.invocation_id is None:
-        return None
-    try:
-        scope = code_info(code).scope
-    except UnknownCodeError:
-        return None
-    failure = Classification(
-        code=code, error_class=error_class, confidence=Confidence.HIGH, scope=scope, rule=rule,
-        catalogue_version=version, occurred_at=context.now,
-        safe_excerpt=sanitize(f"{REASON_NOT_DISPATCHED}: {detail}"),
-    )  # fmt: skip
-    return ReportFailure(
-        snapshot.generation, failure, unsent_turn(snapshot), snapshot.caller,
-        snapshot.invocation_id,
-    )  # fmt: skip
-
-
-def unsent_turn(snapshot: RouteSnapshot) -> TurnEvidence:
-    """What was observed of an attempt the dispatcher never sent: nothing at all."""
-    return TurnEvidence(
-        execution_id=f"{snapshot.route_id}:{snapshot.generation}:{snapshot.attempt_ordinal}",
-        prompt_generation=snapshot.attempt_ordinal, output_observed=False,
-        thoughts_observed=False, tool_call_started=False, tool_call_completed=False,
-        partial_utility_result=False, ambiguous_delivery=False,
+    route = updated(snapshot, **{**changes, **parked_changes(unsent, context, deadline)})
+    return step(
+        snapshot, context, cause=CAUSE_NOT_DISPATCHED, route=route, decision="not_dispatched",
+        safe_excerpt=detail,
     )  # fmt: skip

@@ -14,8 +14,10 @@ policy snapshot of that moment are written by the one transition returned here:
   action_required when none is left in this cycle;
 - Stop -> action_required.
 
-The caller (kanban, office, workflow, utility) is recorded, never consulted: every caller
-gets the same decision for the same failure, profile and cycle.
+The caller (any name) is recorded, never consulted: every caller gets the same decision
+for the same failure, profile and cycle. Only the utility flag (on the start or a report;
+the caller name "utility" implies it) changes anything: another invocation's report on a
+utility route is stale, and the route is ephemeral.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from actors.errors import CorruptProfileError, InvalidCommandError, StaleOrdinalError
+from actors.keys import valid_caller
 from actors.routes.commands import ReportFailure, RouteContext
 from actors.routes.eligibility import decision_horizon
-from actors.routes.models import CycleRecord, RouteSnapshot, Transition
+from actors.routes.models import UTILITY_CALLER, CycleRecord, RouteSnapshot, Transition
 from actors.routes.parking import parked_changes
 from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
 from actors.routes.steps import REPORTABLE, clip, require, skip_step, step, updated
@@ -99,7 +102,7 @@ def is_stale(snapshot: RouteSnapshot, report: ReportFailure) -> bool:
     evidence = None if isinstance(report.evidence, Classification) else report.evidence
     if evidence is not None and evidence.invocation_id not in (None, report.invocation_id):
         return True
-    return snapshot.caller == "utility" and snapshot.invocation_id != report.invocation_id
+    return snapshot.utility and snapshot.invocation_id != report.invocation_id
 
 
 def session_id_of(report: ReportFailure) -> str | None:
@@ -176,12 +179,8 @@ def failure_transition(
     snapshot: RouteSnapshot,
     report: ReportFailure,
     context: RouteContext,
-    *,
-    count_failure: bool = True,
 ) -> Transition:
-    """The one transition that records the decision for a reported failure. Without
-    `count_failure` the failure is not counted on its circuit (it was, when it was first
-    reported: a re-evaluation)."""
+    """The one transition that records the decision for a reported failure."""
     require(snapshot, report.expected_generation, REPORTABLE)
     if not isinstance(report.evidence, Evidence | Classification):
         raise InvalidCommandError("evidence", report.evidence, "an Evidence or a Classification")
@@ -192,14 +191,15 @@ def failure_transition(
             snapshot.route_id, report.attempt, snapshot.attempt_ordinal, snapshot.generation,
             snapshot.state,
         )  # fmt: skip
+    caller = valid_caller(report.caller)  # refused before any circuit counts the failure
     judged = judge_failure(snapshot, report, context)
     found = judged.classification
     if context.circuits is not None:  # counted (or the probe's verdict) before deciding
-        if count_failure:
-            context.circuits.note_failure(snapshot, found, context.now)
+        context.circuits.note_failure(snapshot, found, context.now)
         judged = capped_by_circuit(snapshot, report, judged, context)
     candidate = judged.candidate
-    owner = {"caller": report.caller, "invocation_id": report.invocation_id}
+    utility = snapshot.utility or report.utility is True or caller == UTILITY_CALLER
+    owner = {"caller": caller, "invocation_id": report.invocation_id, "utility": utility}
     failure: dict[str, Any] = {
         "code": found.code,
         "error_class": found.error_class,

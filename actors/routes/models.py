@@ -19,7 +19,8 @@ from pydantic import (
     model_validator,
 )
 
-from actors.keys import AttemptFence, HostId, RouteId, TaskId
+from actors.keys import AttemptFence, CallerName, HostId, RouteId, TaskId
+from actors.routes.next_steps import STATE_NEXT_STEP, NextStep
 from catalogue.codes import ErrorClass
 from policy.cycle import CycleUsage
 
@@ -44,7 +45,8 @@ RouteState = Literal[
 ROUTE_STATES: Final[tuple[RouteState, ...]] = get_args(RouteState)
 WAITING_STATES: Final[frozenset[RouteState]] = frozenset({"retry_wait", "waiting_for_reset"})
 
-CallerContext = Literal["kanban", "office", "workflow", "utility"]
+UTILITY_CALLER: Final = "utility"
+"""The caller name that implies the utility flag (the name the first orchestrator used)."""
 
 PendingOutcome = Literal["retry", "retry_after_reset", "skip", "stop"]
 """What the route will do next without a new report: retry the same candidate at the
@@ -68,6 +70,7 @@ AttemptDecision = Literal[
     "start_fresh",
     "close",
     "quarantine",  # stored data found corrupt (actors/routes/quarantine.py)
+    "not_dispatched",  # the dispatcher sent nothing: the same attempt is redelivered
 ]
 
 
@@ -140,8 +143,13 @@ class RouteFields(BaseModel):
     candidate policy the latest decision used. `provider_session_id`: the agent's own
     session id for the current candidate (from the latest start or report that named
     one), offered to the dispatcher for a provider-native resume; a switch to another
-    candidate or a fresh start forgets it. `circuit`: the resource id of the circuit the
-    route is parked on (waiting, reason `circuit_open`) or probes (retrying with
+    candidate or a fresh start forgets it. `next_step`: what the caller does next, set by
+    every transition. `caller`: the name of what drives the route, recorded, never
+    consulted; `utility`: a utility invocation's route (ephemeral, refuses another
+    invocation's reports). `recovery_deadline`: no wait outlives it
+    (actors/routes/deadline.py). `redeliveries`: the NotDispatched answers for the
+    pending attempt (actors/routes/dispatch_outcomes.py). `circuit`: the resource id of
+    the circuit the route is parked on (waiting, reason `circuit_open`) or probes (retrying with
     `probe_token`, the owner token of the circuit's probe lease); every other step
     forgets both (actors/routes/circuit_board.py). `task_id`: the orchestrator's task
     the session (the route) belongs to, recorded at start and kept for the route's life:
@@ -164,10 +172,14 @@ class RouteFields(BaseModel):
     deadline: UtcDatetime | None = None
     pending_outcome: PendingOutcome | None = None
     reason: Text | None = None
-    caller: CallerContext | None = None
+    next_step: NextStep | None = None
+    caller: CallerName | None = None
+    utility: bool = False
     invocation_id: Label | None = None
     provider_session_id: Label | None = None
     task_id: TaskId | None = None
+    recovery_deadline: UtcDatetime | None = None
+    redeliveries: int = Field(default=0, ge=0)
     circuit: ResourceId | None = None
     probe_token: Label | None = None
     policy_snapshot: Document = None
@@ -195,6 +207,17 @@ class RouteSnapshot(RouteFields):
     route_id: RouteId
     generation: int = Field(ge=0)
     updated_at: UtcDatetime | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _with_next_step(cls, values: Any) -> Any:
+        """A route stored before `next_step` existed (or never written) gets the one its
+        state implies."""
+        if isinstance(values, dict) and values.get("next_step") is None:
+            state = values.get("state")
+            if state in STATE_NEXT_STEP:
+                values = {**values, "next_step": STATE_NEXT_STEP[state]}
+        return values
 
     @classmethod
     def absent(cls, route_id: str) -> Self:
@@ -304,7 +327,8 @@ class RouteEvent(BaseModel):
     deadline: UtcDatetime | None = None
     pending_outcome: PendingOutcome | None = None
     reason: Text | None = None
-    caller: CallerContext | None = None
+    next_step: NextStep | None = None
+    caller: CallerName | None = None
     invocation_id: Label | None = None
     at: UtcDatetime
 

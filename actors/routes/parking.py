@@ -1,9 +1,10 @@
 """The route steps circuits add (actors/routes/circuit_board.py says when): park, probe,
 release. Pure, like every planner step: the circuits are the context's CircuitBoard.
 
-Parking never consumes retry budget: a re-park keeps the attempt ordinal and the retry
-ordinal, and only moves the deadline (with a `park` history record); a release moves
-the deadline of a parked route to its wave slot and writes no history record.
+Parking never consumes retry budget: a re-park keeps the attempt ordinal, the retry
+ordinal and the attempt's redelivery count, and only moves the deadline (with a `park`
+history record); a release moves the deadline of a parked route to its wave slot and
+writes no history record.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from actors.routes.commands import (
     RouteCommand,
     RouteContext,
 )
+from actors.routes.deadline import deadline_passed
 from actors.routes.eligibility import on_exhausted, retries_left_s
 from actors.routes.models import (
     WAITING_STATES,
@@ -30,7 +32,7 @@ from actors.routes.models import (
     attempt_due,
 )
 from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
-from actors.routes.steps import WAITING, clip, skip_step, step, updated
+from actors.routes.steps import WAITING, clip, deadline_stop, skip_step, step, updated
 from circuits import CircuitStatus
 from policy import Outcome
 from policy.decisions import utc_iso
@@ -125,10 +127,12 @@ def gated_step(
         case Probe(circuit=circuit, token=token):
             route = updated(
                 snapshot, state="retrying", reason=clip(f"{REASON_PROBE}: {reason}"),
-                circuit=circuit, probe_token=token,
+                circuit=circuit, probe_token=token, redeliveries=snapshot.redeliveries,
             )  # fmt: skip
         case _:
-            route = updated(snapshot, state="retrying", reason=reason)
+            route = updated(
+                snapshot, state="retrying", reason=reason, redeliveries=snapshot.redeliveries
+            )
     return step(snapshot, context, cause=cause, route=route, decision=decision)
 
 
@@ -138,6 +142,7 @@ def repark(snapshot: RouteSnapshot, context: RouteContext, park: Park) -> Transi
         snapshot, state=snapshot.state, deadline=park.deadline,
         pending_outcome=snapshot.pending_outcome, circuit=park.circuit,
         reason=REASON_RELEASED if park.released else REASON_PARKED,
+        redeliveries=snapshot.redeliveries,
     )  # fmt: skip
     return step(snapshot, context, cause="circuit_park", route=route, decision="park")
 
@@ -156,7 +161,7 @@ def release_transition(
     route = updated(
         snapshot, state=snapshot.state, deadline=command.at,
         pending_outcome=snapshot.pending_outcome, circuit=command.circuit,
-        reason=REASON_RELEASED,
+        reason=REASON_RELEASED, redeliveries=snapshot.redeliveries,
     )  # fmt: skip
     planned = step(snapshot, context, cause="circuit_release", route=route, decision=None)
     return planned.model_copy(update={"host_id": None})
@@ -170,6 +175,8 @@ def probe_wake_transition(
     parked again); nothing when it no longer waits parked on that circuit."""
     if not _parked_on(snapshot, command.circuit):
         return None
+    if deadline_passed(snapshot, context.now):
+        return deadline_stop(snapshot, context)
     return gated_step(
         snapshot, context, cause="circuit_probe_wake", decision="deadline_reached",
         reason=f"the probe of circuit {command.circuit} is due",

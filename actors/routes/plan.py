@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.errors import InvalidStateError, NoEligibleCandidateError, StaleGenerationError
-from actors.keys import valid_request_id, valid_task_id
+from actors.keys import valid_caller, valid_request_id, valid_task_id
 from actors.routes.circuit_board import REASON_PARKED
 from actors.routes.commands import (
     CancelWait,
@@ -52,10 +52,18 @@ from actors.routes.commands import (
     UpdateProfile,
     request_id_of,
 )
+from actors.routes.deadline import deadline_passed, valid_recovery_deadline
 from actors.routes.dispatch_outcomes import return_unsent_transition, settle_dispatch_transition
 from actors.routes.eligibility import choose_start, start_park, start_probe_changes
 from actors.routes.judgement import failure_transition
-from actors.routes.models import CycleRecord, RouteSnapshot, RouteUpdate, Transition, attempt_due
+from actors.routes.models import (
+    UTILITY_CALLER,
+    CycleRecord,
+    RouteSnapshot,
+    RouteUpdate,
+    Transition,
+    attempt_due,
+)
 from actors.routes.parking import (
     gated_step,
     outlasted_retry,
@@ -69,6 +77,7 @@ from actors.routes.steps import (
     LIVE,
     REPORTABLE,
     WAITING,
+    deadline_stop,
     require,
     skip_step,
     step,
@@ -126,6 +135,8 @@ def plan(  # noqa: PLR0911, PLR0912 - one case per command: this match is the di
 def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteContext) -> Transition:
     if snapshot.state != "none":
         raise StaleGenerationError(snapshot.route_id, 0, snapshot.generation, snapshot.state)
+    caller = valid_caller(command.caller)
+    recovery_deadline = valid_recovery_deadline(command.recovery_deadline, context.now)
     first = choose_start(context.circuits, command.profile, context.now, snapshot.route_id)
     if first is None:
         raise NoEligibleCandidateError(snapshot.route_id, "start")
@@ -142,7 +153,9 @@ def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteCont
     route = RouteUpdate(
         candidate_id=first.id,
         candidate_index=first.index,
-        caller=command.caller,
+        caller=caller,
+        utility=command.utility is True or caller == UTILITY_CALLER,
+        recovery_deadline=recovery_deadline,
         invocation_id=command.invocation_id,
         provider_session_id=command.provider_session_id,
         task_id=None if command.task_id is None else valid_task_id(command.task_id),
@@ -182,6 +195,8 @@ def due_transition(
     (actors/routes/parking.py)."""
     if not attempt_due(snapshot, command.fence(snapshot.route_id), context.now):
         return None
+    if deadline_passed(snapshot, context.now):
+        return deadline_stop(snapshot, context)
     if snapshot.state == "waiting_for_reset":
         reason = "the trusted reset is reached: one attempt of the same candidate"
     elif snapshot.retry_ordinal == 0:  # a skip parked on its candidate's open circuit
@@ -264,6 +279,9 @@ def start_fresh_transition(
     snapshot: RouteSnapshot, command: StartFresh, context: RouteContext
 ) -> Transition:
     require(snapshot, command.expected_generation, {"action_required"})
+    recovery_deadline = snapshot.recovery_deadline
+    if command.recovery_deadline is not None:
+        recovery_deadline = valid_recovery_deadline(command.recovery_deadline, context.now)
     if command.profile is not None:
         profile = command.profile
     else:
@@ -276,7 +294,7 @@ def start_fresh_transition(
         snapshot, **FAILURE_CLEARED, state="active", candidate_id=first.id,
         candidate_index=first.index, attempt_ordinal=0, cycle=CycleRecord(),
         profile=profile_json(profile), reason="started fresh by the user",
-        provider_session_id=None, **probe,
+        provider_session_id=None, recovery_deadline=recovery_deadline, **probe,
     )  # fmt: skip
     return step(
         snapshot, context, cause="start_fresh", route=route, decision="start_fresh", bump=True

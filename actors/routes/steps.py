@@ -16,6 +16,7 @@ from typing import Any, Final
 from actors.errors import InvalidCommandError, InvalidStateError, StaleGenerationError
 from actors.routes.circuit_board import REASON_PARKED
 from actors.routes.commands import RouteContext
+from actors.routes.deadline import bounded_wait, deadline_reason
 from actors.routes.eligibility import AllBlocked, Choice, choose_skip
 from actors.routes.models import (
     AttemptDecision,
@@ -27,6 +28,7 @@ from actors.routes.models import (
     RouteUpdate,
     Transition,
 )
+from actors.routes.next_steps import STATE_NEXT_STEP, NextStep
 from actors.routes.profiles import RouteProfile
 from policy import CycleUsage
 
@@ -78,9 +80,12 @@ def updated(snapshot: RouteSnapshot, **changes: Any) -> RouteUpdate:
     """The route as `snapshot` has it, with `changes`. The schedule (deadline and pending
     outcome) is dropped unless `changes` sets it again: only a waiting route has one.
     So are the circuit it is parked on or probes and the probe's token: only the steps
-    that park or probe (actors/routes/circuit_board.py) set them."""
+    that park or probe (actors/routes/circuit_board.py) set them; and the NotDispatched
+    redelivery count, which only the pending attempt's own steps keep."""
     values = {name: getattr(snapshot, name) for name in _ROUTE_FIELDS}
-    values.update(deadline=None, pending_outcome=None, circuit=None, probe_token=None)
+    values.update(
+        deadline=None, pending_outcome=None, circuit=None, probe_token=None, redeliveries=0
+    )
     values.update(changes)
     return RouteUpdate.model_validate(values)
 
@@ -89,7 +94,7 @@ def expiry(route: RouteUpdate, context: RouteContext) -> int | None:
     """Seconds until the route expires: closed routes and utility routes expire; a
     waiting utility route only after its deadline (a pending schedule never expires)."""
     settings = context.settings
-    utility = route.caller == "utility"
+    utility = route.utility
     if route.state == "closed":
         return settings.utility_ttl_s if utility else settings.closed_ttl_s
     if not utility:
@@ -114,7 +119,16 @@ def step(
     """The transition from `snapshot` to `route`, fenced on the snapshot. With a
     decision, one history record: the generation and attempt ordinal after the step, the
     candidate it concerns (`candidate_id`, else the route's), and the failure, policy
-    snapshot, deadline and reason the route now holds."""
+    snapshot, deadline and reason the route now holds.
+
+    Every step sets the route's `next_step` and keeps its waits within its recovery
+    deadline (actors/routes/deadline.py): a wait cut there, or a stop once it passed."""
+    bounded = bounded_wait(route, context.now)
+    if bounded.state != route.state and decision is not None:
+        decision = "stop"  # the recovery deadline, not the policy, decided
+    route = bounded
+    if route.state != snapshot.state or route.next_step is None or decision is not None:
+        route = route.model_copy(update={"next_step": next_step_after(route, decision)})
     generation = 1 if snapshot.generation == 0 else snapshot.generation + int(bump)
     attempt = None
     if decision is not None:
@@ -145,6 +159,25 @@ def step(
         host_id=context.settings.host_id,
         expire_after_s=expiry(route, context),
     )
+
+
+def deadline_stop(snapshot: RouteSnapshot, context: RouteContext) -> Transition:
+    """A waiting route whose recovery deadline has come stops for manual recovery."""
+    assert snapshot.recovery_deadline is not None  # the caller checked deadline_passed
+    route = updated(
+        snapshot, state="action_required", pending_outcome="stop",
+        reason=deadline_reason(snapshot.recovery_deadline),
+    )  # fmt: skip
+    return step(snapshot, context, cause="recovery_deadline", route=route, decision="stop")
+
+
+def next_step_after(route: RouteUpdate, decision: AttemptDecision | None) -> NextStep:
+    """What the caller does next once `route` is written by a step with `decision`: an
+    active route is `done` after a success (the turn went through), `run` otherwise (a
+    start, a Resume, a Start fresh, a completed skip: the caller launches the turn)."""
+    if route.state == "active" and decision == "success":
+        return "done"
+    return STATE_NEXT_STEP[route.state]
 
 
 def skip_step(

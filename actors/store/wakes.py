@@ -1,6 +1,6 @@
 """The wake stream of a route host: waits written for its routes by someone else.
 
-A job (a dispatch re-evaluated into a new wait, a backstop that parked a due attempt
+A job (a NotDispatched waiting for its redelivery, a backstop that parked a due attempt
 again) writes through its worker's engine, not the owning host, so the host's precise
 timer would not know the new deadline and only the durable backstop (a second or more
 later) would fire it. The job announces each such wait on the host's stream; the host

@@ -71,4 +71,25 @@ refuse = _dispatcher(lambda: NotDispatched("the orchestrator had no worker for t
 refuse_first = _dispatcher(
     lambda: NotDispatched("no worker free for the first attempt"), on=lambda ordinal: ordinal == 1
 )
+# "Not now, try again in 3 s" on every call.
+refuse_with_hint = _dispatcher(lambda: NotDispatched("agent pool full", retry_after=3))
+
+
+def refuse_once_with_hint(  # noqa: PLR0917 - the dispatcher signature (docs/CONTRACTS.md, Routes)
+    route_id: str,
+    generation: int,
+    ordinal: int,
+    candidate: str | None,
+    reason: str | None,
+    replay: ReplayIdentity,
+) -> None:
+    """ "Not now, in 1 s" the first time an attempt is called; delivered the next time."""
+    job = record_call(route_id, generation, ordinal, candidate, reason, replay)
+    calls = [json.loads(raw) for raw in job.connection.lrange(calls_key(str(job.args[0])), 0, -1)]
+    same = [c for c in calls if (c["route_id"], c["generation"], c["ordinal"]) == (
+        route_id, generation, ordinal)]  # fmt: skip
+    if len(same) == 1:
+        raise NotDispatched("agent pool full", retry_after=1)
+
+
 explode = _dispatcher(lambda: ConnectionResetError("the orchestrator hung up mid-send"))

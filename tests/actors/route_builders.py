@@ -7,7 +7,6 @@ from typing import Any, Final
 
 from actors.routes.models import (
     AttemptRecord,
-    CallerContext,
     RouteSnapshot,
     RouteState,
     RouteUpdate,
@@ -43,7 +42,7 @@ def policy(initial_interval_seconds: int) -> dict[str, Any]:
 def start(
     route_id: str,
     *,
-    caller: CallerContext = "kanban",
+    caller: str = "kanban",
     host_id: str | None = None,
     at: datetime = T0,
 ) -> Transition:

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from actors.engine.service import RouteService
 from actors.routes.commands import FireDue, ReportFailure, Start
-from actors.routes.models import CallerContext, RouteSnapshot
+from actors.routes.models import RouteSnapshot
 from catalogue import Evidence
 from policy import TurnEvidence
 from tests.actors.conftest import Backend
@@ -17,7 +17,7 @@ from tests.actors.route_scenarios import MemoryRoutes, safe_turn, seed_profile
 R = "route-1"
 
 
-def started(routes: MemoryRoutes, route_id: str = R, caller: CallerContext = "kanban") -> None:
+def started(routes: MemoryRoutes, route_id: str = R, caller: str = "kanban") -> None:
     routes.run(route_id, Start(seed_profile(), caller, f"inv-{route_id}"))
 
 
@@ -27,7 +27,7 @@ def fail(
     *,
     turn: TurnEvidence | None = None,
     route_id: str = R,
-    caller: CallerContext = "kanban",
+    caller: str = "kanban",
 ) -> RouteSnapshot:
     generation = routes.snapshot(route_id).generation
     report = ReportFailure(generation, evidence, turn or safe_turn(), caller, f"inv-{route_id}")

@@ -15,7 +15,7 @@ from actors.clock import ManualClock
 from actors.engine.service import RouteService
 from actors.keys import AttemptFence
 from actors.routes.commands import CompleteSwitch, RouteCommand, RouteContext, RouteSettings
-from actors.routes.models import AttemptRecord, CallerContext, RouteSnapshot, Transition
+from actors.routes.models import AttemptRecord, RouteSnapshot, Transition
 from actors.routes.plan import plan
 from actors.routes.profiles import RouteProfile
 from actors.store.route_codec import applied_snapshot
@@ -180,7 +180,7 @@ class Session:
     service: RouteService
     clock: ManualClock
     route_id: str
-    caller: CallerContext = "kanban"
+    caller: str = "kanban"
 
     @property
     def invocation_id(self) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from actors.engine.service import RouteService
-from actors.routes.models import CallerContext, RouteSnapshot
+from actors.routes.models import RouteSnapshot
 from actors.routes.profiles import ConcreteProfile
 from policy import Outcome
 from tests.actors.conftest import Backend
@@ -205,7 +205,7 @@ def test_agent_transport_lost_retries_the_same_candidate_but_never_skips(
 def test_the_same_profile_driven_as_kanban_and_as_office_gives_the_same_transitions(
     backend: Backend,
 ) -> None:
-    async def drive(service: RouteService, caller: CallerContext) -> list[RouteSnapshot]:
+    async def drive(service: RouteService, caller: str) -> list[RouteSnapshot]:
         backend.clock.set(T0)
         session = Session(service, backend.clock, f"{caller}-session", caller)
         seen = [await session.start()]

@@ -15,7 +15,7 @@ from actors.engine.settings import EngineSettings
 from actors.hosting.route_host import RouteHost
 from actors.keys import KeySpace
 from actors.routes.commands import Close, Start
-from actors.routes.models import CallerContext, RouteSnapshot
+from actors.routes.models import RouteSnapshot
 from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
 from tests.actors.conftest import _delete_prefix, unique_keys
 from tests.actors.host_calls import one_call
@@ -50,7 +50,7 @@ async def retention_host(redis_url: str, keys: KeySpace) -> AsyncIterator[RouteH
         await host.aclose()
 
 
-async def start(host: RouteHost, route_id: str, caller: CallerContext = "kanban") -> int:
+async def start(host: RouteHost, route_id: str, caller: str = "kanban") -> int:
     command = Start(profile(candidate("claude")), caller=caller, invocation_id=f"inv-{route_id}")
     snapshot: RouteSnapshot = await one_call(host, route_id, command)
     return snapshot.generation

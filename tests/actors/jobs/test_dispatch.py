@@ -14,7 +14,6 @@ from actors.jobs.dispatch import REASON_AMBIGUOUS
 from actors.jobs.queue import JOB_FUNCTION, dispatch_job_id, enqueue_dispatch
 from actors.jobs.reconcile import REASON_ABANDONED, reconcile
 from actors.keys import AttemptFence
-from actors.routes.dispatch_outcomes import REASON_NOTHING_TO_REEVALUATE
 from tests.actors.conftest import Backend
 from tests.actors.dispatch_rig import DELIVER, EXPLODE, REFUSE, R, Rig, retrying
 from tests.actors.route_builders import T0
@@ -70,11 +69,11 @@ def test_a_job_for_a_stale_generation_or_ordinal_does_nothing(
     assert rig.route().state == "retrying"
 
 
-def test_not_dispatched_on_a_route_storing_no_failure_requires_action(
+def test_not_dispatched_on_a_route_storing_no_failure_still_waits_to_redeliver(
     real_backend: Backend, rig: Rig
 ) -> None:
-    """Nothing to give back to the policy (tests/actors/jobs/test_dispatch_not_dispatched.py
-    has the routes that store one)."""
+    """Back-pressure needs no failure to re-evaluate: the same attempt just waits
+    (tests/actors/jobs/test_dispatch_not_dispatched.py has the rest)."""
     retrying(real_backend)
     rig.enqueue(REFUSE)
     rig.work()
@@ -83,7 +82,7 @@ def test_not_dispatched_on_a_route_storing_no_failure_requires_action(
     entry = rig.ledger().read(AttemptFence(R, 1, 1))
     assert (entry.state, entry.fields["outcome"]) == ("finished", "not_dispatched")
     route = rig.route()
-    assert (route.state, route.reason) == ("action_required", REASON_NOTHING_TO_REEVALUATE)
+    assert (route.state, route.attempt_ordinal, route.redeliveries) == ("retry_wait", 1, 1)
     assert route.generation == 1
 
 

@@ -1,8 +1,9 @@
-"""A dispatcher that raises NotDispatched sent nothing: the attempt goes back to the
-policy as a pre-result failure of the failure the route is recovering from. It retries
-with the next ordinal until the budget runs out, then skips or stops as the policy says;
-a job for an attempt the route has left does nothing (integration tier: real Redis, rq
-SimpleWorker in burst mode; routes built through the RouteService as production does)."""
+"""A dispatcher that raises NotDispatched sent nothing: back-pressure, not a provider
+failure. The same attempt waits and is delivered again after the hint or a doubling
+backoff, without spending the provider's budget, a bounded number of times, then the route
+requires action; a job for an attempt the route has left does nothing (integration tier:
+real Redis, rq SimpleWorker in burst mode; routes built through the RouteService as
+production does)."""
 
 from __future__ import annotations
 
@@ -24,31 +25,34 @@ from actors.jobs.backstop_arming import backstop_job_id
 from actors.jobs.dispatch import REASON_AMBIGUOUS, REASON_UNLOADABLE
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.queue import backstop_queue_name, dispatch_queue, enqueue_dispatch
+from actors.jobs.reconcile import reconcile
 from actors.jobs.worker_engine import worker_engine
 from actors.keys import AttemptFence
 from actors.routes.commands import ReturnUnsent
-from actors.routes.dispatch_outcomes import CAUSE_NOT_DISPATCHED
+from actors.routes.dispatch_outcomes import (
+    CAUSE_NOT_DISPATCHED,
+    MAX_REDELIVERIES,
+    REDELIVERY_BASE_S,
+)
 from actors.routes.models import AttemptRecord, RouteSnapshot
 from actors.routes.profiles import RouteProfile
 from actors.store.sync_reads import read_route
-from policy import Outcome
 from tests.actors.conftest import Backend, raw_state
 from tests.actors.fake_dispatcher import calls_key
 from tests.actors.route_builders import T0
 from tests.actors.route_scenarios import (
     Session,
-    candidate,
     overloaded,
-    profile,
-    retries,
     seed_profile,
-    usage_limit,
 )
 
 pytestmark = pytest.mark.integration
 
 R = "route-nd-1"
 REFUSE = "tests.actors.fake_dispatcher:refuse"
+DELIVER = "tests.actors.fake_dispatcher:deliver"
+REFUSE_WITH_HINT = "tests.actors.fake_dispatcher:refuse_with_hint"
+REFUSE_ONCE = "tests.actors.fake_dispatcher:refuse_once_with_hint"
 EXPLODE = "tests.actors.fake_dispatcher:explode"
 MISSING = "tests.actors.no_such_module:dispatch"
 REFUSAL = "the orchestrator had no worker for this session"
@@ -77,7 +81,7 @@ class Rig:
         assert route.state == "retrying", route
         enqueue_dispatch(
             self.queue, self.backend.keys, AttemptFence(R, route.generation, route.attempt_ordinal),
-            dispatcher=dispatcher, now=T0, host_id=host_id,
+            dispatcher=dispatcher, now=T0, host_id=host_id, redeliveries=route.redeliveries,
         )  # fmt: skip
         worker = SimpleWorker([self.queue], connection=self.connection, serializer=JSONSerializer)
         worker.work(burst=True, with_scheduler=True)
@@ -135,28 +139,35 @@ def fire(rig: Rig) -> RouteSnapshot:
     return fired
 
 
-def test_not_dispatched_schedules_the_next_retry_with_the_next_ordinal_and_its_deadline(
+def test_not_dispatched_waits_to_redeliver_the_same_attempt_without_spending_the_budget(
     rig: Rig,
 ) -> None:
-    retrying_after(rig, seed_profile())  # 3 retries from 5 s, then skip
+    fired = retrying_after(rig, seed_profile())  # 3 retries from 5 s, then skip
     before = datetime.now(UTC)
     rig.dispatch(REFUSE)
     after = datetime.now(UTC)
 
     route = rig.route()
     assert (route.state, route.generation, route.candidate_id) == ("retry_wait", 1, "claude")
-    assert (route.retry_ordinal, route.retry_max, route.attempt_ordinal) == (2, 3, 2)
-    assert (route.code, route.pending_outcome) == ("provider_overloaded", "retry")
+    assert (route.retry_ordinal, route.retry_max, route.attempt_ordinal) == (1, 3, 1)
+    assert route.cycle == fired.cycle, "the provider's budget is untouched"
+    assert (route.redeliveries, route.pending_outcome, route.next_step) == (1, "retry", "wait")
+    assert route.code == "provider_overloaded"
     assert route.deadline is not None
-    assert before + timedelta(seconds=10) <= route.deadline <= after + timedelta(seconds=10)
+    backoff = timedelta(seconds=REDELIVERY_BASE_S)
+    assert before + backoff <= route.deadline <= after + backoff
     schedules = rig.run(lambda session: session.service.schedules())
     assert [(s.route_id, s.generation, s.ordinal, s.deadline) for s in schedules] == [
-        (R, 1, 2, route.deadline)
+        (R, 1, 1, route.deadline)
     ]
     assert rig.ledger_outcome(1, 1) == "not_dispatched"
     assert rig.calls() == [(1, 1)]
     record = rig.history()[-1]
-    assert (record.decision, record.ordinal, record.code) == ("retry", 2, "provider_overloaded")
+    assert (record.decision, record.ordinal, record.code) == (
+        "not_dispatched",
+        1,
+        "provider_overloaded",
+    )
     assert REFUSAL in (record.safe_excerpt or "")
     event = rig.last_event()
     assert (event["cause"], event["from_state"], event["state"]) == (
@@ -164,54 +175,102 @@ def test_not_dispatched_schedules_the_next_retry_with_the_next_ordinal_and_its_d
     )  # fmt: skip
 
 
-def test_repeated_not_dispatched_exhausts_the_budget_then_skips_to_the_next_candidate(
-    rig: Rig,
-) -> None:
+def test_a_retry_after_hint_sets_the_redelivery_deadline(rig: Rig) -> None:
     retrying_after(rig, seed_profile())
-    rig.dispatch(REFUSE)  # -> retry 2
-    fire(rig)
-    rig.dispatch(REFUSE)  # -> retry 3
-    fire(rig)
-    rig.dispatch(REFUSE)  # budget spent -> on_exhausted: skip
+    before = datetime.now(UTC)
+    rig.dispatch(REFUSE_WITH_HINT)
+    after = datetime.now(UTC)
 
     route = rig.route()
-    assert (route.state, route.generation, route.candidate_id) == ("active", 2, "codex")
-    assert (route.attempt_ordinal, route.deadline) == (0, None)
-    assert rig.calls() == [(1, 1), (1, 2), (1, 3)], "each attempt dispatched once"
-    assert [rig.ledger_outcome(1, n) for n in (1, 2, 3)] == ["not_dispatched"] * 3
-    assert rig.run(lambda session: session.service.schedules()) == []
-    assert [r.decision for r in rig.history()] == [
-        "start", "retry", "deadline_reached", "retry", "deadline_reached", "retry",
-        "deadline_reached", "skip",
-    ]  # fmt: skip
+    assert route.deadline is not None
+    assert before + timedelta(seconds=3) <= route.deadline <= after + timedelta(seconds=3)
+    assert "agent pool full" in (route.reason or "")
 
 
-def test_not_dispatched_with_the_budget_spent_stops_when_the_policy_says_stop(rig: Rig) -> None:
-    retrying_after(rig, profile(candidate("claude", transient=retries(1, 1, Outcome.STOP))))
+def test_the_redelivery_is_the_same_attempt_and_is_delivered_once(rig: Rig) -> None:
+    fired = retrying_after(rig, seed_profile())
+    rig.dispatch(REFUSE_ONCE)
+    redelivered = fire(rig)
+    assert (redelivered.attempt_ordinal, redelivered.redeliveries) == (1, 1)
+    rig.dispatch(REFUSE_ONCE)
+
+    route = rig.route()
+    assert (route.state, route.attempt_ordinal, route.retry_ordinal) == ("retrying", 1, 1)
+    assert route.cycle == fired.cycle
+    assert rig.calls() == [(1, 1), (1, 1)], "one refused call, one delivered: the same attempt"
+    assert rig.ledger_outcome(1, 1) == "delivered"
+    entry = DispatchLedger(rig.connection, rig.backend.keys).read(AttemptFence(R, 1, 1))
+    assert entry.fields["returns"] == "1"
+    rig.dispatch(REFUSE_ONCE)  # a repeat of the delivered attempt: the ledger refuses it
+    assert rig.calls() == [(1, 1), (1, 1)]
+
+
+def test_redeliveries_are_bounded_then_the_route_requires_action(rig: Rig) -> None:
+    fired = retrying_after(rig, seed_profile())
+    for _ in range(MAX_REDELIVERIES):
+        rig.dispatch(REFUSE)
+        fire(rig)
     rig.dispatch(REFUSE)
 
     route = rig.route()
-    assert (route.state, route.generation, route.pending_outcome) == ("action_required", 1, "stop")
-    assert route.code == "provider_overloaded"
-    assert rig.history()[-1].decision == "stop"
-    assert rig.calls() == [(1, 1)]
-
-
-def test_not_dispatched_after_a_trusted_reset_does_not_wait_again(rig: Rig) -> None:
-    resets_at = T0 + timedelta(seconds=60)
-    waited = retrying_after(rig, seed_profile(), usage_limit(resets_at))
-    assert waited.code == "quota_limited"
-    rig.dispatch(REFUSE)
-
-    route = rig.route()
-    assert (route.state, route.code, route.deadline) == ("action_required", "quota_limited", None)
+    assert (route.state, route.next_step, route.generation) == ("action_required", "manual", 1)
+    assert f"after {MAX_REDELIVERIES} redeliveries" in (route.reason or "")
+    assert route.cycle == fired.cycle
+    assert rig.calls() == [(1, 1)] * (MAX_REDELIVERIES + 1)
     decisions = [r.decision for r in rig.history()]
-    assert decisions[-3:] == ["wait_for_reset", "deadline_reached", "stop"]
+    assert decisions.count("not_dispatched") == MAX_REDELIVERIES
+    assert decisions[-1] == "stop"
+    assert rig.run(lambda session: session.service.schedules()) == []
+
+
+def test_the_next_attempt_starts_with_no_redeliveries(rig: Rig) -> None:
+    retrying_after(rig, seed_profile())
+    rig.dispatch(REFUSE_ONCE)
+    fire(rig)
+    rig.dispatch(REFUSE_ONCE)  # delivered; the turn then fails again
+
+    failed: RouteSnapshot = rig.run(lambda session: session.fail(overloaded()))
+    assert (failed.attempt_ordinal, failed.retry_ordinal, failed.redeliveries) == (2, 2, 0)
+
+
+def test_reconcile_queues_a_due_redelivery_its_host_never_enqueued(rig: Rig) -> None:
+    retrying_after(rig, seed_profile())
+    rig.dispatch(REFUSE)
+    fire(rig)  # retrying again; its host died before enqueueing the redelivery
+
+    report = reconcile(rig.queue, rig.backend.keys, DELIVER, now=T0)
+    assert report.requeued == [R]
+    SimpleWorker([rig.queue], connection=rig.connection, serializer=JSONSerializer).work(burst=True)
+    assert rig.calls() == [(1, 1), (1, 1)]
+    assert rig.ledger_outcome(1, 1) == "delivered"
+    again = reconcile(rig.queue, rig.backend.keys, DELIVER, now=T0)
+    assert again.requeued == []
+
+
+def test_the_ledger_refuses_a_redelivery_the_route_has_not_recorded(rig: Rig) -> None:
+    """A queue racing ahead of the route's own NotDispatched write (a host enqueuing the
+    route it still sees retrying) must not dispatch it again at once."""
+    fence = AttemptFence(R, 1, 1)
+    ledger = DispatchLedger(rig.connection, rig.backend.keys)
+    assert ledger.queue(fence, "job", T0) == "applied"
+    assert ledger.start(fence, "w", T0) == "applied"
+    assert ledger.finish(fence, "not_dispatched", T0, detail="full") == "applied"
+    assert ledger.queue(fence, "job", T0, redeliveries=0) == "finished"
+    assert ledger.queue(fence, "job", T0, redeliveries=2) == "finished"
+    assert ledger.read(fence).awaits_redelivery(1)
+    assert ledger.queue(fence, "job", T0, redeliveries=1) == "applied"
+    entry = ledger.read(fence)
+    assert entry.state == "queued"
+    assert "outcome" not in entry.fields
+    assert entry.fields["returns"] == "1"
+    assert ledger.start(fence, "w", T0) == "applied"
+    assert ledger.finish(fence, "delivered", T0) == "applied"
+    assert ledger.queue(fence, "job", T0, redeliveries=1) == "finished", "delivered: never again"
 
 
 def test_not_dispatched_for_an_attempt_the_route_has_left_does_nothing(rig: Rig) -> None:
     retrying_after(rig, seed_profile())
-    rig.dispatch(REFUSE)  # the route now waits for attempt 2
+    rig.dispatch(REFUSE)  # the route now waits to redeliver attempt 1
     keys = rig.backend.keys
 
     async def state() -> dict[str, Any]:
@@ -234,8 +293,10 @@ def test_not_dispatched_for_an_attempt_the_route_has_left_does_nothing(rig: Rig)
         ), "the route as it is: nothing written"
         assert asyncio.run(state()) == before
     fire(rig)
+    failed: RouteSnapshot = rig.run(lambda session: session.fail(overloaded()))
+    assert (failed.state, failed.attempt_ordinal) == ("retry_wait", 2)
     during = asyncio.run(state())
-    return_late(AttemptFence(R, 1, 1))
+    return_late(AttemptFence(R, 1, 1))  # the redelivered attempt's job, after its report
     assert asyncio.run(state()) == during
     assert before["attempts"] == during["attempts"][: len(before["attempts"])]
 

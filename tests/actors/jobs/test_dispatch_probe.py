@@ -142,8 +142,9 @@ def test_a_probe_not_dispatched_abandons_its_lease_and_parks_on_the_circuit(rig:
         "retry_wait", REASON_PARKED, resource.resource_id,
     )  # fmt: skip
     assert route.probe_token is None
-    assert route.attempt_ordinal == probe.attempt_ordinal + 1
-    assert view.parked == 1, "the re-evaluated route joins the circuit's parked set"
+    assert (route.attempt_ordinal, route.redeliveries) == (probe.attempt_ordinal, 1)
+    assert route.retry_ordinal == probe.retry_ordinal, "no budget spent"
+    assert view.parked == 1, "the redelivery joins the circuit's parked set"
     assert rig.calls() == 1
 
 

@@ -148,7 +148,7 @@ def test_a_dispatch_job_and_a_backstop_job_write_with_every_setting(
     rig = retrying_on_configured_queue(redis_url, settings, "u-job")
     connection, queue, keys = rig.connection, rig.queue, rig.keys
 
-    # The dispatch job: nothing sent, so the attempt goes back to the policy (a new wait).
+    # The dispatch job: nothing sent, so the same attempt waits for its redelivery.
     now = SystemClock().now()
     attempt = rig.route("u-job").attempt
     enqueue_dispatch(queue, keys, attempt, dispatcher=REFUSE, now=now, host_id=HOST)
@@ -157,7 +157,7 @@ def test_a_dispatch_job_and_a_backstop_job_write_with_every_setting(
     assert engine.settings == settings
     assert_writes_with(engine.service(HOST), settings)
     waiting = rig.route("u-job")
-    assert (waiting.state, waiting.attempt_ordinal) == ("retry_wait", 2)
+    assert (waiting.state, waiting.attempt_ordinal, waiting.redeliveries) == ("retry_wait", 1, 1)
     assert waiting.deadline is not None
     until_deadline = (waiting.deadline - SystemClock().now()).total_seconds()
     assert 0 < route_ttl(connection, keys, "u-job") <= UTILITY_TTL_S + math.ceil(until_deadline)

@@ -17,7 +17,7 @@ from actors.routes.commands import (
     SkipNow,
     Start,
 )
-from actors.routes.models import CallerContext, RouteSnapshot
+from actors.routes.models import RouteSnapshot
 from actors.routes.plan import plan
 from actors.routes.profiles import ConcreteProfile, RouteProfile
 from catalogue import Evidence, default_catalogue
@@ -186,7 +186,7 @@ def test_evidence_of_another_execution_than_the_turn_is_not_effect_safe(
 
 
 def test_kanban_and_office_get_identical_transitions(routes: MemoryRoutes) -> None:
-    def drive(route_id: str, caller: CallerContext) -> list[RouteSnapshot]:
+    def drive(route_id: str, caller: str) -> list[RouteSnapshot]:
         routes.run(route_id, Start(seed_profile(), caller, f"inv-{route_id}"))
         seen = [fail(routes, overloaded(), route_id=route_id, caller=caller)]
         seen.append(fire(routes, route_id))
