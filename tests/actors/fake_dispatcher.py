@@ -67,10 +67,6 @@ def _dispatcher(
 
 deliver = _dispatcher(None)
 refuse = _dispatcher(lambda: NotDispatched("the orchestrator had no worker for this session"))
-# Nothing sent for a route's first attempt; the later ones delivered.
-refuse_first = _dispatcher(
-    lambda: NotDispatched("no worker free for the first attempt"), on=lambda ordinal: ordinal == 1
-)
 # "Not now, try again in 3 s" on every call.
 refuse_with_hint = _dispatcher(lambda: NotDispatched("agent pool full", retry_after=3))
 

@@ -30,7 +30,7 @@ from actors.jobs.reconcile import REASON_ABANDONED
 from actors.jobs.workers import wait_registered
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import FireDue
-from actors.routes.models import AttemptRecord
+from actors.routes.models import AttemptRecord, RouteSnapshot
 from policy import DynamicProfile, Outcome
 from tests.actors.blocking_dispatcher import release_key
 from tests.actors.conftest import _delete_prefix
@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
 TIMEOUT_S = 30.0
 DELIVER = "tests.actors.fake_dispatcher:deliver"
 HOLD = "tests.actors.blocking_dispatcher:hold"
-REFUSE_FIRST = "tests.actors.fake_dispatcher:refuse_first"
+REFUSE_ONCE_WITH_HINT = "tests.actors.fake_dispatcher:refuse_once_with_hint"
 
 
 def one_second_retries() -> DynamicProfile:
@@ -195,35 +195,51 @@ def test_a_worker_killed_inside_a_dispatch_leaves_its_route_action_required(
     assert decisions == ["start", "retry", "deadline_reached", "stop"]
 
 
-def test_a_not_dispatched_reschedule_fires_from_the_hosts_own_timer(redis_url: str) -> None:
-    """The dispatch job writes the new wait; the host hears of it on its wake stream and
-    its precise timer fires it, well before the durable backstop (its second, plus 1 s)."""
-    runtime = started_runtime(redis_url, REFUSE_FIRST)
+def test_not_dispatched_redelivers_the_same_attempt_once_after_the_hint_from_the_hosts_timer(
+    redis_url: str,
+) -> None:
+    """The dispatcher says "not now, in 1 s": the dispatch job writes the redelivery wait;
+    the host hears of it on its wake stream and its precise timer fires it, well before
+    the durable backstop (its second, plus 1 s). The same attempt is delivered on the
+    second call and the provider's retry budget is untouched."""
+    runtime = started_runtime(redis_url, REFUSE_ONCE_WITH_HINT)
     connection = redis.Redis.from_url(redis_url)
     ledger = DispatchLedger(connection, KeySpace(runtime.key_prefix))
 
-    async def scenario() -> list[AttemptRecord]:
+    async def scenario() -> tuple[list[AttemptRecord], RouteSnapshot]:
         route = runtime.route("session-1")
         await fail_once(route)
 
-        async def second_delivered() -> bool:
-            entry = ledger.read(AttemptFence("session-1", 1, 2))
+        async def redelivered() -> bool:
+            entry = ledger.read(AttemptFence("session-1", 1, 1))
             return entry.fields.get("outcome") == "delivered"
 
-        await wait_until(second_delivered, TIMEOUT_S, redis_url=runtime.url)
-        return await route.history()
+        await wait_until(redelivered, TIMEOUT_S, redis_url=runtime.url)
+        return await route.history(), await route.snapshot()
 
     try:
-        history = asyncio.run(scenario())
+        history, snapshot = asyncio.run(scenario())
+        calls = connection.lrange(calls_key(runtime.key_prefix), 0, -1)
     finally:
         runtime.shutdown()
         _delete_prefix(redis_url, KeySpace(runtime.key_prefix))
-    [rescheduled] = [r for r in history if r.decision == "retry" and r.ordinal == 2]
-    [fired] = [r for r in history if r.decision == "deadline_reached" and r.ordinal == 2]
-    assert rescheduled.deadline is not None
-    lateness_s = (fired.at - rescheduled.deadline).total_seconds()
-    print(f"not_dispatched_reschedule_lateness_s={lateness_s:.3f}")
+    assert [r.decision for r in history] == [
+        "start",
+        "retry",
+        "deadline_reached",
+        "not_dispatched",
+        "deadline_reached",
+    ]
+    [unsent] = [r for r in history if r.decision == "not_dispatched"]
+    fired = history[-1]
+    assert unsent.ordinal == fired.ordinal == 1, "the same attempt"
+    assert unsent.deadline is not None
+    assert 0.9 <= (unsent.deadline - unsent.at).total_seconds() <= 1.1, "the 1 s hint"
+    lateness_s = (fired.at - unsent.deadline).total_seconds()
+    print(f"not_dispatched_redelivery_lateness_s={lateness_s:.3f}")
     assert 0 <= lateness_s < 0.5, "fired by the host's timer, not by the backstop"
+    assert (snapshot.state, snapshot.retry_ordinal, snapshot.redeliveries) == ("retrying", 1, 1)
+    assert [(c["generation"], c["ordinal"]) for c in map(json.loads, calls)] == [(1, 1), (1, 1)]
 
 
 def test_shutdown_leaves_no_rq_worker_redis_server_or_host(
