@@ -15,7 +15,8 @@ variable counts as unset. Every setting, with its TOML key and environment varia
     hosts           RECOVERY_HOSTS             2 route host actors
     circuit_hosts   RECOVERY_CIRCUIT_HOSTS     1 circuit host actor (0 to 16; 0: the
                                                route hosts write circuits themselves)
-    dispatcher      RECOVERY_DISPATCHER        none: no dispatch ("module:callable")
+    dispatcher      RECOVERY_DISPATCHER        none: no dispatch ("module:callable", or
+                                               "webhook": the built-in webhook dispatcher)
     workers         RECOVERY_WORKERS           1 rq worker process (with a dispatcher;
                                                0: none here, `recovery workers` elsewhere)
     queue           RECOVERY_QUEUE             <key_prefix>-dispatch
@@ -52,6 +53,14 @@ variable counts as unset. Every setting, with its TOML key and environment varia
                     RECOVERY_CIRCUIT_MAX_BACKOFF_S          3600 (the backoff's cap)
     circuit_probe_ttl_s
                     RECOVERY_CIRCUIT_PROBE_TTL_S            300 (a probe lease's lifetime)
+    webhook_url     RECOVERY_WEBHOOK_URL       none (with dispatcher "webhook": where each
+                                               due attempt is POSTed; http(s), no credentials)
+    webhook_secret  RECOVERY_WEBHOOK_SECRET    none (the HMAC-SHA256 key of its signature,
+                                               >= 16 characters; never shown or recorded)
+    webhook_timeout_s
+                    RECOVERY_WEBHOOK_TIMEOUT_S              10 (0.1 to 600 s for the connect and
+                                                            for the answer; below the dispatch
+                                                            timeout)
 
 The circuit settings are those of circuits.CircuitSettings (docs/DESIGN.md §3); the backoff
 cap must not be below the initial backoff (reported on circuit_max_backoff_s).
@@ -81,6 +90,7 @@ from actors.engine.config_values import (
     parse_circuit_hosts,
     parse_count,
     parse_dispatch_timeout,
+    parse_dispatcher,
     parse_import_path,
     parse_key_prefix,
     parse_optional,
@@ -90,10 +100,14 @@ from actors.engine.config_values import (
     parse_queue,
     parse_redis_url,
     parse_text,
+    parse_webhook_secret,
+    parse_webhook_timeout,
+    parse_webhook_url,
 )
 from actors.engine.settings import (
     DEFAULT_CIRCUIT_HOSTS,
     DEFAULT_DISPATCH_TIMEOUT_S,
+    DEFAULT_WEBHOOK_TIMEOUT_S,
     EngineSettings,
 )
 from actors.errors import RecoveryError
@@ -112,7 +126,7 @@ _ROUTE_DEFAULTS: Final = RouteSettings()
 _CIRCUIT_DEFAULTS: Final = CircuitSettings()
 
 
-SECRET_SETTINGS: Final = frozenset({"redis_url", "installation_key"})
+SECRET_SETTINGS: Final = frozenset({"redis_url", "installation_key", "webhook_secret"})
 """Settings whose value may hold a secret: a refusal never carries it (WITHHELD instead)."""
 WITHHELD: Final = "<withheld>"
 
@@ -150,7 +164,7 @@ class RuntimeConfig(BaseModel):
     ray_host: Annotated[str, BeforeValidator(parse_text)] = "127.0.0.1"
     hosts: PositiveInt = DEFAULT_HOSTS
     circuit_hosts: Annotated[int, BeforeValidator(parse_circuit_hosts)] = DEFAULT_CIRCUIT_HOSTS
-    dispatcher: Annotated[str | None, BeforeValidator(parse_optional(parse_import_path))] = None
+    dispatcher: Annotated[str | None, BeforeValidator(parse_optional(parse_dispatcher))] = None
     workers: Annotated[int, BeforeValidator(parse_count)] = DEFAULT_WORKER_COUNT
     queue: Annotated[str | None, BeforeValidator(parse_optional(parse_queue))] = None
     dispatch_timeout_s: Annotated[float, BeforeValidator(parse_dispatch_timeout)] = (
@@ -174,6 +188,13 @@ class RuntimeConfig(BaseModel):
     circuit_initial_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.initial_backoff_s
     circuit_max_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.max_backoff_s
     circuit_probe_ttl_s: PositiveSeconds = DEFAULT_PROBE_TTL_S
+    webhook_url: Annotated[str | None, BeforeValidator(parse_optional(parse_webhook_url))] = None
+    webhook_secret: Annotated[str | None, BeforeValidator(parse_optional(parse_webhook_secret))] = (
+        Field(default=None, repr=False)
+    )
+    webhook_timeout_s: Annotated[float, BeforeValidator(parse_webhook_timeout)] = (
+        DEFAULT_WEBHOOK_TIMEOUT_S
+    )
 
     def engine_settings(self) -> EngineSettings:
         """The one settings value every writer of this installation uses."""
@@ -185,6 +206,8 @@ class RuntimeConfig(BaseModel):
             queue_name=self.queue, dispatch_timeout_s=self.dispatch_timeout_s,
             circuit_hosts=self.circuit_hosts, transcript=self.transcript,
             authoriser=self.authoriser, transcript_maxlen=self.transcript_maxlen,
+            webhook_url=self.webhook_url, webhook_secret=self.webhook_secret,
+            webhook_timeout_s=self.webhook_timeout_s,
         )  # fmt: skip
 
     def circuit_settings(self) -> CircuitSettings:
@@ -271,7 +294,28 @@ def _validated(given: Mapping[str, _Given]) -> RuntimeConfig:
         value = WITHHELD if name in SECRET_SETTINGS else given[name].value
         raise ConfigError(given[name].source, name, value, reason) from None
     _check_circuits(config, given)
+    _check_webhook(config, given)
     return config
+
+
+def _check_webhook(config: RuntimeConfig, given: Mapping[str, _Given]) -> None:
+    """The webhook dispatcher needs its URL and secret, and answers within the dispatch
+    timeout."""
+    if config.dispatcher != "webhook":
+        return
+    source = given["dispatcher"].source
+    for name in ("webhook_url", "webhook_secret"):
+        if getattr(config, name) is None:
+            raise ConfigError(
+                source, "dispatcher", "webhook",
+                f"the webhook dispatcher needs {name} ({setting_env(name)})",
+            )  # fmt: skip
+    if config.webhook_timeout_s >= config.dispatch_timeout_s:
+        where = given.get("webhook_timeout_s", given["dispatcher"]).source
+        raise ConfigError(
+            where, "webhook_timeout_s", config.webhook_timeout_s,
+            f"must be below dispatch_timeout_s ({config.dispatch_timeout_s:g} s)",
+        )  # fmt: skip
 
 
 def _check_circuits(config: RuntimeConfig, given: Mapping[str, _Given]) -> None:

@@ -1,27 +1,23 @@
-"""`RecoveryRuntime`: starts or joins one installation (Ray, Redis, the route hosts) and
-hands out `RouteHandle`s.
+"""`RecoveryRuntime`: starts or joins one installation, hands out `RouteHandle`s.
 
     runtime = RecoveryRuntime(host_count=2).start()   # or RecoveryRuntime.attach()
-    route = runtime.route("session-42")
-    snapshot = await route.start(profile, caller="kanban", invocation_id="inv-1")
-    ...
+    snapshot = await runtime.route("session-42").start(profile, caller="kanban", ...)
     runtime.shutdown()
 
 Ray: `ray_address`, else `RAY_ADDRESS`, else the installation's recorded address, else a
 local Ray bound to `ray_host` (loopback by default; actors/hosting/ray_connect.py). Redis:
 `redis_url`, else `REDIS_URL`, else the embedded Redis of `data_dir`, started or
-reattached to (one server per folder, actors/store/embedded.py). The first runtime of
-a key prefix owns the installation; the others attach and read its host ring, so every
-process sends a route to the one host the ring picks (actors/hosting/installation.py).
+reattached to (one server per folder, actors/store/embedded.py). The first runtime of a
+key prefix owns the installation; the others attach and read its host ring, so every
+process sends a route to the host the ring picks (actors/hosting/installation.py).
 `from_config(load_config(...))` takes every setting from the environment and a TOML file.
 
-Dispatch: with `dispatcher="module:callable"` the hosts enqueue a dispatch job whenever a
-route becomes `retrying`; the owner runs `worker_count` supervised rq workers on the
-dispatch queue (0: none here, `recovery workers` runs them elsewhere; actors/jobs/workers.py),
-with `worker_paths` on their import path. A dead worker's started dispatches are
-reconciled and it is replaced. Handles send through one HostBatcher per host: concurrent
-calls share one Ray call; a retried call whose first attempt committed comes back
-rejected by the fence (see `committed_by_retry`).
+Dispatch: with a `dispatcher` ("module:callable", or "webhook") the hosts enqueue a job
+when a route becomes `retrying`; the owner runs `worker_count` supervised rq workers (0:
+`recovery workers` elsewhere; actors/jobs/workers.py) with `worker_paths` importable; a
+dead worker's started dispatches are reconciled and it is replaced. Handles send through
+one HostBatcher per host (concurrent calls share one Ray call; a retried call whose first
+attempt committed comes back rejected by the fence: `committed_by_retry`).
 """
 
 from __future__ import annotations
@@ -40,6 +36,7 @@ from actors.engine.config import DEFAULT_DATA_DIR, DEFAULT_WORKER_COUNT, Runtime
 from actors.engine.settings import (
     DEFAULT_CIRCUIT_HOSTS,
     DEFAULT_DISPATCH_TIMEOUT_S,
+    DEFAULT_WEBHOOK_TIMEOUT_S,
     EngineSettings,
 )
 from actors.errors import RecoveryError, error_text
@@ -135,6 +132,9 @@ class RecoveryRuntime:
     transcript: str | None = None
     authoriser: str | None = None
     transcript_maxlen: int = DEFAULT_TRANSCRIPT_MAXLEN
+    webhook_url: str | None = None  # with dispatcher "webhook" (actors/jobs/webhook.py)
+    webhook_timeout_s: float = DEFAULT_WEBHOOK_TIMEOUT_S
+    webhook_secret: str | None = field(default=None, repr=False)
     dashboard_url: str | None = field(default=None, init=False, repr=False)
     hosts: list[Any] = field(default_factory=list, init=False, repr=False)
     circuit_host_handles: list[Any] = field(default_factory=list, init=False, repr=False)
