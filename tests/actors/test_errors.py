@@ -35,6 +35,7 @@ from actors.errors import (
     TransitionRejectedError,
     error_report,
 )
+from actors.hosting.circuit_handle import NoCircuitHostsError
 from actors.hosting.installation import InstallationMismatchError
 from actors.jobs.dispatcher import DispatchTimedOut, NotDispatched
 from actors.store.embedded import EmbeddedRedisError
@@ -96,6 +97,7 @@ SAMPLES: list[RecoveryError] = [
     MessageNotFoundError("0123456789abcdef0123456789abcdef"),
     NotAuthorisedError("task-1", "route-1"),
     PluginLoadError("RECOVERY_TRANSCRIPT", "acme.tasks:nope", "module has no attribute 'nope'"),
+    NoCircuitHostsError("recovery"),
 ]
 
 
