@@ -10,6 +10,7 @@ import pytest
 
 from actors.cli.common import CliError
 from actors.cli.jsonlines import LineRefusedError
+from actors.cli.operator import OperatorExitError
 from actors.demo.errors import DemoError
 from actors.engine.config import ConfigError
 from actors.errors import (
@@ -35,6 +36,7 @@ from actors.errors import (
     TransitionRejectedError,
     error_report,
 )
+from actors.hosting.circuit_handle import NoCircuitHostsError
 from actors.hosting.installation import InstallationMismatchError
 from actors.jobs.dispatcher import DispatchTimedOut, NotDispatched
 from actors.store.embedded import EmbeddedRedisError
@@ -96,6 +98,8 @@ SAMPLES: list[RecoveryError] = [
     MessageNotFoundError("0123456789abcdef0123456789abcdef"),
     NotAuthorisedError("task-1", "route-1"),
     PluginLoadError("RECOVERY_TRANSCRIPT", "acme.tasks:nope", "module has no attribute 'nope'"),
+    OperatorExitError(3, "stale generation: expected 1, but the route is at generation 2"),
+    NoCircuitHostsError("recovery"),
 ]
 
 
