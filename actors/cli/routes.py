@@ -183,15 +183,24 @@ def route_lines(route: RouteSnapshot, now: datetime) -> list[str]:
     caller = cell(route.caller)
     if route.invocation_id is not None:
         caller += f" (invocation {route.invocation_id})"
+    if route.utility:
+        caller += ", utility"
+    if route.redeliveries:
+        pending += f", redelivery {route.redeliveries}"
     fields = [
         ("route", route.route_id),
         ("state", f"{route.state} (generation {route.generation})"),
+        ("next step", cell(route.next_step)),
         ("candidate", candidate),
         ("failure", failure),
         ("retry", f"{route.retry_ordinal} of {route.retry_max} (attempt {route.attempt_ordinal})"),
         ("pending", pending),
         ("reason", cell(route.reason)),
         ("caller", caller),
+        (
+            "deadline",
+            f"recovery by {when(route.recovery_deadline)}" if route.recovery_deadline else "-",
+        ),
         ("updated", when(route.updated_at)),
     ]
     return [f"{name + ':':<11}{value}" for name, value in fields]
