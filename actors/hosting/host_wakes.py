@@ -3,10 +3,12 @@
 From the last entry the host saw before it rehydrated (so nothing written meanwhile is
 missed), it takes the entries jobs wrote for the host's routes: a wait arms the route's
 precise timer (`arm`), a delivered dispatch goes to the host's notices (`delivered`: the
-session's accepted prompt, actors/engine/notice_lifecycle.py). With Redis away it logs,
-waits a second and reads on from where it was (the durable backstops still cover the
-waits). `followed(entry_id)` waits until every entry up to that id has been taken, so
-what the host did with it can be read once it returns.
+session's accepted prompt, actors/engine/notice_lifecycle.py), in a task of its own: its
+session guard may be held by a slow transcript call, which must not hold up the waits
+read after it. With Redis away it logs, waits a second and reads on from where it was
+(the durable backstops still cover the waits). `followed(entry_id)` waits until every
+entry up to that id has been taken and handed on, so what the host did with it can be
+read once it returns.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class WakeFollower:
         self._taken = (0, 0)
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._handing: set[asyncio.Task[None]] = set()  # deliveries being handed on
 
     def start(self, after: str) -> None:
         """Follow the entries after id `after`, on the running loop."""
@@ -74,16 +77,17 @@ class WakeFollower:
 
     async def followed(self, entry_id: str) -> None:
         """Wait until every entry up to `entry_id` has been taken (or was older than where
-        the follower started)."""
+        the follower started) and every delivery taken so far has been handed on."""
         wanted = _order(entry_id)
         async with self._changed:
             await self._changed.wait_for(lambda: self._taken >= wanted)
+        await asyncio.gather(*self._handing)
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in [*self._handing, *([self._task] if self._task is not None else [])]:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
 
     async def _follow(self, after: str) -> None:
         while True:
@@ -103,8 +107,13 @@ class WakeFollower:
                     delivered.append(wake.fence)
                 else:
                     self._arm(wake.fence, wake.deadline)
-            if delivered:
-                await self._delivered(delivered)  # never raises (RouteNotices.delivered)
+            if delivered:  # RouteNotices.delivered never raises
+                handing = asyncio.get_running_loop().create_task(self._hand_on(delivered))
+                self._handing.add(handing)
+                handing.add_done_callback(self._handing.discard)
             async with self._changed:
                 self._taken = max(self._taken, _order(after))
                 self._changed.notify_all()
+
+    async def _hand_on(self, delivered: Sequence[AttemptFence]) -> None:
+        await self._delivered(delivered)

@@ -62,6 +62,55 @@ def test_the_follower_arms_waits_hands_on_deliveries_and_says_when_it_took_them(
     asyncio.run(scenario())
 
 
+def test_a_delivery_being_handed_on_holds_up_no_later_wait_and_followed_waits_for_it(
+    backend: Backend,
+) -> None:
+    """The notices may be slow (a session's guard held by a slow transcript call): the
+    waits read after the delivery are armed meanwhile, and `followed` returns only once
+    the delivery was handed on."""
+
+    async def scenario() -> None:
+        client = backend.raw()
+        seen: list[str] = []
+        handing, release, armed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        def arm(fence: AttemptFence, deadline: datetime) -> None:
+            seen.append(f"armed {fence.route_id}")
+            armed.set()
+
+        async def slow(attempts: Sequence[AttemptFence]) -> None:
+            handing.set()
+            await release.wait()
+            seen.extend(f"delivered {attempt.route_id}" for attempt in attempts)
+
+        follower = WakeFollower(client, backend.keys, HOST, arm=arm, delivered=slow)
+        try:
+            follower.start(await last_wake_id(client, backend.keys, HOST))
+            await announce_delivered(client, backend.keys, HOST, [AttemptFence("r2", 1, 1)])
+            await asyncio.wait_for(handing.wait(), TIMEOUT_S)
+            waiting = RouteSnapshot(
+                route_id="r1", generation=1, state="retry_wait", attempt_ordinal=2,
+                deadline=T0 + timedelta(seconds=5),
+            )  # fmt: skip
+            await announce_waits(client, backend.keys, HOST, [waiting])
+            await asyncio.wait_for(armed.wait(), TIMEOUT_S)  # while r2 is still held
+            last = await last_wake_id(client, backend.keys, HOST)
+
+            async def follow() -> None:
+                await follower.followed(last)
+                seen.append("followed")
+
+            following = asyncio.create_task(follow())
+            release.set()
+            await asyncio.wait_for(following, TIMEOUT_S)
+            assert seen == ["armed r1", "delivered r2", "followed"]
+        finally:
+            await follower.aclose()
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
 def test_a_stream_id_of_another_shape_is_refused(fake_backend: Backend) -> None:
     async def nothing(attempts: Sequence[AttemptFence]) -> None:
         raise AssertionError(f"nothing was announced, got {attempts}")
