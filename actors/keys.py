@@ -13,7 +13,7 @@ Layout (`<p>` = prefix):
     <p>:schedules                            zset    route id -> deadline (epoch seconds)
     <p>:events                               stream  route transitions (MAXLEN ~)
     <p>:host:<host>:routes                   set     route ids a route host owns
-    <p>:host:<host>:wakes                    stream  waits a job wrote for the host's routes
+    <p>:host:<host>:wakes                    stream  waits, delivered dispatches jobs announce
     <p>:dispatch:<route>:<generation>:<ord>  hash    dispatch ledger for one retry
     <p>:backstop:<host>:<second>             string  marker: that second's backstop job is armed
     <p>:circuit:<resource>                   hash    one circuit's state (resource = 32 hex)

@@ -180,6 +180,7 @@ def dispatch_once(
         settle(SettleDispatch(fence.generation, fence.ordinal, reason, keep_probe_lease=True))
         return "failed"
     ledger.finish(fence, "delivered", _now(), facts=_facts(returned))
+    engine.announce_delivered(host_id, fence, snapshot.task_id)  # the session's accepted prompt
     return "delivered"
 
 
