@@ -19,10 +19,8 @@ rejection: when another writer won, the item is the route as it now is.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -30,6 +28,7 @@ from actors.engine.circuit_effects import CircuitEffects, Release
 from actors.engine.classifier import RoundClassifier
 from actors.engine.notice_lifecycle import Committed
 from actors.engine.requests import Outcome, answer_replays, record_unchanged, request_record
+from actors.engine.route_locks import RouteLocks
 from actors.errors import (
     CorruptRouteError,
     InvalidRouteIdError,
@@ -58,48 +57,6 @@ from actors.store.route_store import RouteStore
 RELEASE_BATCH: Final = 100
 
 log = logging.getLogger(__name__)
-
-
-class _Entry:
-    __slots__ = ("lock", "users")
-
-    def __init__(self) -> None:
-        self.lock = asyncio.Lock()
-        self.users = 0
-
-
-class RouteLocks:
-    """One lock per route, created on first use and dropped when its last user leaves,
-    so idle routes cost nothing here."""
-
-    def __init__(self) -> None:
-        self._entries: dict[str, _Entry] = {}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @asynccontextmanager
-    async def hold(self, route_id: str) -> AsyncIterator[None]:
-        entry = self._entries.get(route_id)
-        if entry is None:
-            entry = self._entries[route_id] = _Entry()
-        entry.users += 1
-        try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._entries[route_id]
-
-    @asynccontextmanager
-    async def hold_all(self, route_ids: Iterable[str]) -> AsyncIterator[None]:
-        """The locks of several routes, taken in sorted order (a fixed global order:
-        holders of several locks never wait on each other in a cycle)."""
-        async with AsyncExitStack() as stack:
-            for route_id in sorted(set(route_ids)):
-                await stack.enter_async_context(self.hold(route_id))
-            yield
 
 
 def rounds(items: Sequence[tuple[str, RouteCommand]]) -> list[list[int]]:

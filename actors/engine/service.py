@@ -34,10 +34,11 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from actors.clock import Clock
-from actors.engine.batch import BatchRunner, RouteLocks
+from actors.engine.batch import BatchRunner
 from actors.engine.circuit_effects import CircuitEffects, Release
 from actors.engine.notice_lifecycle import CancelOutcome, RouteNotices
 from actors.engine.requests import Outcome
+from actors.engine.route_locks import RouteLocks
 from actors.errors import CorruptRouteError, InvalidCommandError, TransitionRejectedError
 from actors.keys import AttemptFence
 from actors.routes.commands import (
