@@ -4,6 +4,7 @@ hands out `RouteHandle`s.
     runtime = RecoveryRuntime(host_count=2).start()   # or RecoveryRuntime.attach()
     route = runtime.route("session-42")
     snapshot = await route.start(profile, caller="kanban", invocation_id="inv-1")
+    await runtime.profiles.create("fleet", document)       # a stored profile, versioned
     ...
     runtime.shutdown()
 
@@ -37,11 +38,7 @@ import ray
 import redis
 
 from actors.engine.config import DEFAULT_DATA_DIR, DEFAULT_WORKER_COUNT, RuntimeConfig
-from actors.engine.settings import (
-    DEFAULT_CIRCUIT_HOSTS,
-    DEFAULT_DISPATCH_TIMEOUT_S,
-    EngineSettings,
-)
+from actors.engine.settings import DEFAULT_CIRCUIT_HOSTS, DEFAULT_DISPATCH_TIMEOUT_S, EngineSettings
 from actors.errors import RecoveryError, error_text
 from actors.hosting.batcher import BatcherPool
 from actors.hosting.handle import RouteHandle, committed_by_retry
@@ -64,6 +61,7 @@ from actors.hosting.installation import (
     stop_hosts,
 )
 from actors.hosting.names import NAMESPACE, host_ids, host_name
+from actors.hosting.profiles import RuntimeProfiles
 from actors.hosting.ray_connect import LOOPBACK, start_ray
 from actors.jobs.queue import default_queue_name, dispatch_queue
 from actors.jobs.reconcile import ReconcileReport, reconcile
@@ -319,12 +317,14 @@ class RecoveryRuntime:
         the host that owns it. Raises InvalidRouteIdError for an id outside
         `[A-Za-z0-9._-]{1,128}`, RuntimeError before `start()`."""
         index = self.host_index(route_id)
-        return RouteHandle(
-            route_id,
-            self.hosts[index],
-            self._batchers,
-            host_resolver(self.key_prefix, self.hosts, index),
-        )
+        resolve = host_resolver(self.key_prefix, self.hosts, index)
+        return RouteHandle(route_id, self.hosts[index], self._batchers, resolve)
+
+    @property
+    def profiles(self) -> RuntimeProfiles:
+        """The installation's profile store: create, update, get, list, delete, its edits
+        authorised (actors/hosting/profiles.py). RuntimeError before `start()`."""
+        return RuntimeProfiles(self.url, self.settings)
 
     def shutdown(self) -> int | None:
         """The owner kills the hosts (their schedules stay in Redis) after stopping its rq

@@ -37,6 +37,15 @@ from actors.errors import (
 )
 from actors.hosting.installation import InstallationMismatchError
 from actors.jobs.dispatcher import DispatchTimedOut, NotDispatched
+from actors.routes.profile_errors import (
+    InvalidStoredProfileError,
+    ProfileConfigurationError,
+    ProfileEditDeniedError,
+    ProfileExistsError,
+    ProfileNotFoundError,
+    ProfileNotReadError,
+    StaleProfileVersionError,
+)
 from actors.store.embedded import EmbeddedRedisError
 from actors.store.installation import CorruptInstallationError, NoInstallationError
 from actors.store.scripts import ScriptError
@@ -96,6 +105,13 @@ SAMPLES: list[RecoveryError] = [
     MessageNotFoundError("0123456789abcdef0123456789abcdef"),
     NotAuthorisedError("task-1", "route-1"),
     PluginLoadError("RECOVERY_TRANSCRIPT", "acme.tasks:nope", "module has no attribute 'nope'"),
+    ProfileConfigurationError("fleet", "profile 'fleet' cannot be decided from"),
+    ProfileNotFoundError("fleet"),
+    InvalidStoredProfileError("fleet", 3, "its document is not JSON"),
+    ProfileNotReadError("fleet"),
+    ProfileExistsError("fleet", 2),
+    StaleProfileVersionError("fleet", 2, 3),
+    ProfileEditDeniedError("fleet", "update", "alice"),
 ]
 
 
