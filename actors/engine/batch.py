@@ -9,7 +9,10 @@ one pipeline, plans every command with one clock reading, and applies the planne
 transitions as one RouteStore.apply_many pipeline. A skip that left a route `switching`
 is completed the same way (one more pipeline for every such route). With circuits, the
 round's circuits are read (one pipeline) and its probe leases taken between the read and
-the plan, and the circuit side effects follow the durable transitions.
+the plan, and the circuit side effects follow the durable transitions. With a profile store, the
+stored profiles the round's routes follow (or its starts name) are read before the
+circuits, in one pipeline, and planned with (actors/routes/stored_profiles.py); a round
+with none reads nothing more.
 
 Outcomes are per item: the applied (or, for a command with nothing to do, the current)
 snapshot, or the exception that item raised — a typed rejection, an invalid command, a
@@ -47,7 +50,10 @@ from actors.routes.commands import (
 )
 from actors.routes.models import RouteSnapshot, Transition
 from actors.routes.plan import plan
+from actors.routes.profile_board import ProfileBoard
 from actors.routes.quarantine import quarantine_of, quarantine_transition, salvaged_of
+from actors.routes.stored_profiles import followed_ids
+from actors.store.profile_store import ProfileStore
 from actors.store.route_store import RouteStore
 
 # A release is written in slot order, this many routes a batch: the first slots are armed
@@ -89,15 +95,19 @@ class BatchRunner:
         *,
         on_quarantined: Callable[[RouteSnapshot, str], None] | None = None,
         on_committed: Callable[[Sequence[Committed]], Awaitable[None]] | None = None,
+        profiles: ProfileStore | None = None,
     ) -> None:
         """`on_committed` follows each round's applied transitions once the round's route
-        locks are released (transcript notices: actors/engine/notice_lifecycle.py)."""
+        locks are released (transcript notices: actors/engine/notice_lifecycle.py).
+        `profiles`: where the stored profiles routes follow are read (None: such a route's
+        commands fail with ProfileNotReadError, nothing written)."""
         self.store = store
         self.locks = locks
         self._context = context
         self._on_applied = on_applied
         self._on_quarantined = on_quarantined
         self._on_committed = on_committed
+        self.profiles = profiles
         self.circuits = circuits
         if circuits is not None:  # a redelivered probe success releases through here too
             circuits.release_runner = self.release
@@ -210,6 +220,7 @@ class BatchRunner:
         if not items:
             return [], []
         try:
+            context = replace(context, profiles=await self._profiles(items, snapshots))
             board = await self._board(items, snapshots, context)
         except RecoveryError as error:
             return [error] * len(items), []
@@ -234,7 +245,18 @@ class BatchRunner:
     ) -> CircuitBoard | None:
         if self.circuits is None:
             return None
-        return await self.circuits.prepare(items, snapshots, context.now)
+        return await self.circuits.prepare(items, snapshots, context.now, context.profiles)
+
+    async def _profiles(
+        self, items: Sequence[tuple[str, RouteCommand]], snapshots: Sequence[RouteSnapshot]
+    ) -> ProfileBoard | None:
+        """The round's stored profiles at their current versions, read in one pipeline."""
+        wanted: set[str] = set()
+        for (_, command), snapshot in zip(items, snapshots, strict=True):
+            wanted |= followed_ids(command, snapshot)
+        if not wanted or self.profiles is None:
+            return None
+        return ProfileBoard(await self.profiles.revisions(wanted))
 
     def _plan(
         self,
