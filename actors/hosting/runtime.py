@@ -2,6 +2,7 @@
 
     runtime = RecoveryRuntime(host_count=2).start()   # or RecoveryRuntime.attach()
     snapshot = await runtime.route("session-42").start(profile, caller="kanban", ...)
+    await runtime.profiles.create("fleet", document)       # a stored profile, versioned
     runtime.shutdown()
 
 Ray: `ray_address`, else `RAY_ADDRESS`, else the installation's recorded address, else a
@@ -33,12 +34,7 @@ import ray
 import redis
 
 from actors.engine.config import DEFAULT_DATA_DIR, DEFAULT_WORKER_COUNT, RuntimeConfig
-from actors.engine.settings import (
-    DEFAULT_CIRCUIT_HOSTS,
-    DEFAULT_DISPATCH_TIMEOUT_S,
-    DEFAULT_WEBHOOK_TIMEOUT_S,
-    EngineSettings,
-)
+from actors.engine.settings import EngineSettings
 from actors.errors import RecoveryError, error_text
 from actors.hosting.batcher import BatcherPool
 from actors.hosting.handle import RouteHandle, committed_by_retry
@@ -61,6 +57,7 @@ from actors.hosting.installation import (
     stop_hosts,
 )
 from actors.hosting.names import NAMESPACE, host_ids, host_name
+from actors.hosting.profiles import RuntimeProfiles
 from actors.hosting.ray_connect import LOOPBACK, start_ray
 from actors.jobs.queue import default_queue_name, dispatch_queue
 from actors.jobs.reconcile import ReconcileReport, reconcile
@@ -88,6 +85,7 @@ __all__ = [
 ]  # fmt: skip
 
 _ROUTE_DEFAULTS: Final = RouteSettings()
+_ENGINE_DEFAULTS: Final = EngineSettings()
 # The settings value's fields, each a field of the runtime of the same name.
 ENGINE_SETTINGS: Final = tuple(item.name for item in fields(EngineSettings))
 REDIS_TIMEOUT_S: Final = 5.0
@@ -125,15 +123,15 @@ class RecoveryRuntime:
     installation_key: str | None = field(default=None, repr=False)
     circuit_settings: CircuitSettings = field(default_factory=CircuitSettings)
     probe_ttl_s: float = DEFAULT_PROBE_TTL_S
-    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S  # a dispatcher's call, at most
-    circuit_hosts: int = DEFAULT_CIRCUIT_HOSTS  # circuit host actors (0: hosts write circuits)
+    dispatch_timeout_s: float = _ENGINE_DEFAULTS.dispatch_timeout_s  # a dispatcher's call
+    circuit_hosts: int = _ENGINE_DEFAULTS.circuit_hosts  # circuit host actors (0: none)
     # Transcript notices: `module:factory` of a TranscriptPort / an Authoriser (None: the
     # Redis transcript / the task recorded at start), the transcript stream's MAXLEN.
     transcript: str | None = None
     authoriser: str | None = None
     transcript_maxlen: int = DEFAULT_TRANSCRIPT_MAXLEN
     webhook_url: str | None = None  # with dispatcher "webhook" (actors/jobs/webhook.py)
-    webhook_timeout_s: float = DEFAULT_WEBHOOK_TIMEOUT_S
+    webhook_timeout_s: float = _ENGINE_DEFAULTS.webhook_timeout_s
     webhook_secret: str | None = field(default=None, repr=False)
     dashboard_url: str | None = field(default=None, init=False, repr=False)
     hosts: list[Any] = field(default_factory=list, init=False, repr=False)
@@ -319,12 +317,14 @@ class RecoveryRuntime:
         the host that owns it. Raises InvalidRouteIdError for an id outside
         `[A-Za-z0-9._-]{1,128}`, RuntimeError before `start()`."""
         index = self.host_index(route_id)
-        return RouteHandle(
-            route_id,
-            self.hosts[index],
-            self._batchers,
-            host_resolver(self.key_prefix, self.hosts, index),
-        )
+        resolve = host_resolver(self.key_prefix, self.hosts, index)
+        return RouteHandle(route_id, self.hosts[index], self._batchers, resolve)
+
+    @property
+    def profiles(self) -> RuntimeProfiles:
+        """The installation's profile store: create, update, get, list, delete, its edits
+        authorised (actors/hosting/profiles.py). RuntimeError before `start()`."""
+        return RuntimeProfiles(self.url, self.settings)
 
     def shutdown(self) -> int | None:
         """The owner kills the hosts (their schedules stay in Redis) after stopping its rq

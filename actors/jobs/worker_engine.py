@@ -32,11 +32,11 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from actors.clock import Clock, SystemClock
-from actors.engine.batch import RouteLocks
 from actors.engine.circuit_effects import CircuitEffects
 from actors.engine.notice_lifecycle import RouteNotices
 from actors.engine.notice_setup import route_notices
 from actors.engine.requests import Outcome
+from actors.engine.route_locks import RouteLocks
 from actors.engine.service import RouteService
 from actors.engine.settings import EngineSettings
 from actors.errors import RecoveryError, error_text

@@ -39,6 +39,15 @@ from actors.errors import (
 from actors.hosting.circuit_handle import NoCircuitHostsError
 from actors.hosting.installation import InstallationMismatchError
 from actors.jobs.dispatcher import DispatchTimedOut, NotDispatched
+from actors.routes.profile_errors import (
+    InvalidStoredProfileError,
+    ProfileConfigurationError,
+    ProfileEditDeniedError,
+    ProfileExistsError,
+    ProfileNotFoundError,
+    ProfileNotReadError,
+    StaleProfileVersionError,
+)
 from actors.store.embedded import EmbeddedRedisError
 from actors.store.installation import CorruptInstallationError, NoInstallationError
 from actors.store.scripts import ScriptError
@@ -100,6 +109,13 @@ SAMPLES: list[RecoveryError] = [
     PluginLoadError("RECOVERY_TRANSCRIPT", "acme.tasks:nope", "module has no attribute 'nope'"),
     OperatorExitError(3, "stale generation: expected 1, but the route is at generation 2"),
     NoCircuitHostsError("recovery"),
+    ProfileConfigurationError("fleet", "profile 'fleet' cannot be decided from"),
+    ProfileNotFoundError("fleet"),
+    InvalidStoredProfileError("fleet", 3, "its document is not JSON"),
+    ProfileNotReadError("fleet"),
+    ProfileExistsError("fleet", 2),
+    StaleProfileVersionError("fleet", 2, 3),
+    ProfileEditDeniedError("fleet", "update", "alice"),
 ]
 
 
