@@ -38,7 +38,7 @@ from actors.errors import (
 )
 from actors.hosting.circuit_handle import NoCircuitHostsError
 from actors.hosting.installation import InstallationMismatchError
-from actors.jobs.dispatcher import DispatchTimedOut, NotDispatched
+from actors.jobs.dispatcher import AmbiguousDispatch, DispatchTimedOut, NotDispatched
 from actors.routes.profile_errors import (
     InvalidStoredProfileError,
     ProfileConfigurationError,
@@ -96,6 +96,8 @@ SAMPLES: list[RecoveryError] = [
     CliError("no Redis URL: pass --redis-url URL or set REDIS_URL"),
     DemoError("the fleet needs at least one route"),
     NotDispatched("the orchestrator is draining"),
+    NotDispatched("agent pool full", retry_after=3),
+    AmbiguousDispatch("webhook answered 500: outcome ambiguous"),
     DispatchTimedOut(60.0),
     ScriptError("transition: names a key literally; pass every key in KEYS"),
     CorruptInstallationError("recovery:installation", "host_names: Field required"),
