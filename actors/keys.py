@@ -19,6 +19,8 @@ Layout (`<p>` = prefix):
     <p>:circuit:<resource>                   hash    one circuit's state (resource = 32 hex)
     <p>:parked:<resource>                    zset    route ids parked on it -> park time (epoch)
     <p>:circuits                             set     resource ids of every known circuit
+    <p>:circuit-events                       stream  circuit state changes and operator
+                                                     overrides (MAXLEN ~)
     <p>:message:<message>                    hash    one transcript message (message = 32 hex)
     <p>:session-messages:<task>:<session>    zset    the session's message ids -> created_at
     <p>:transcript-sessions                  set     "<task>:<session>" of every session with
@@ -210,6 +212,11 @@ class KeySpace:
     @property
     def circuits(self) -> str:
         return f"{self.prefix}:circuits"
+
+    @property
+    def circuit_events(self) -> str:
+        """Every circuit's state changes and operator overrides, as they were written."""
+        return f"{self.prefix}:circuit-events"
 
     def message(self, message_id: str) -> str:
         """One transcript message's hash."""

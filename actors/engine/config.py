@@ -52,6 +52,14 @@ variable counts as unset. Every setting, with its TOML key and environment varia
                     RECOVERY_CIRCUIT_MAX_BACKOFF_S          3600 (the backoff's cap)
     circuit_probe_ttl_s
                     RECOVERY_CIRCUIT_PROBE_TTL_S            300 (a probe lease's lifetime)
+    api_address     RECOVERY_API_ADDRESS       127.0.0.1:8484: where `recovery up` serves the
+                                               HTTP API (HOST:PORT, [IPV6]:PORT; port 0:
+                                               any free one; `off`: no API)
+    api_token       RECOVERY_API_TOKEN         none: a bearer token the API requires (its
+                                               principal: `api`); at least 16 characters
+    api_token_file  RECOVERY_API_TOKEN_FILE    none: a file of `<principal> <token>` lines
+                                               (actors/api/auth.py); without a token the
+                                               API serves loopback addresses only
 
 The circuit settings are those of circuits.CircuitSettings (docs/DESIGN.md §3); the backoff
 cap must not be below the initial backoff (reported on circuit_max_backoff_s).
@@ -75,8 +83,12 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from actors.engine.config_values import (
+    API_OFF,
+    DEFAULT_API_ADDRESS,
+    ApiAddress,
     PositiveInt,
     PositiveSeconds,
+    parse_api_address,
     parse_boolean,
     parse_circuit_hosts,
     parse_count,
@@ -112,7 +124,7 @@ _ROUTE_DEFAULTS: Final = RouteSettings()
 _CIRCUIT_DEFAULTS: Final = CircuitSettings()
 
 
-SECRET_SETTINGS: Final = frozenset({"redis_url", "installation_key"})
+SECRET_SETTINGS: Final = frozenset({"redis_url", "installation_key", "api_token"})
 """Settings whose value may hold a secret: a refusal never carries it (WITHHELD instead)."""
 WITHHELD: Final = "<withheld>"
 
@@ -174,6 +186,11 @@ class RuntimeConfig(BaseModel):
     circuit_initial_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.initial_backoff_s
     circuit_max_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.max_backoff_s
     circuit_probe_ttl_s: PositiveSeconds = DEFAULT_PROBE_TTL_S
+    api_address: Annotated[str, BeforeValidator(parse_api_address)] = DEFAULT_API_ADDRESS
+    api_token: Annotated[str | None, BeforeValidator(parse_optional(parse_text))] = Field(
+        default=None, repr=False
+    )
+    api_token_file: Annotated[Path | None, BeforeValidator(parse_optional(parse_path))] = None
 
     def engine_settings(self) -> EngineSettings:
         """The one settings value every writer of this installation uses."""
@@ -186,6 +203,10 @@ class RuntimeConfig(BaseModel):
             circuit_hosts=self.circuit_hosts, transcript=self.transcript,
             authoriser=self.authoriser, transcript_maxlen=self.transcript_maxlen,
         )  # fmt: skip
+
+    def api(self) -> ApiAddress | None:
+        """Where `recovery up` serves the HTTP API (None: `off`)."""
+        return None if self.api_address == API_OFF else ApiAddress.parse(self.api_address)
 
     def circuit_settings(self) -> CircuitSettings:
         """The circuits' thresholds and timings (checked together when loaded)."""
