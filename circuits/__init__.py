@@ -22,6 +22,7 @@ from circuits.machine import (
     record_probe_result,
 )
 from circuits.marks import FailureMark
+from circuits.overrides import OPERATOR_REASON, operator_close, operator_open
 from circuits.qualify import (
     HARD_OPEN_CODES,
     QUALIFYING_CODES,
@@ -50,6 +51,7 @@ from circuits.settings import CircuitSettings
 __all__ = [
     "ALLOWED_EDGES",
     "HARD_OPEN_CODES",
+    "OPERATOR_REASON",
     "PROVIDER_WIDE_CODES",
     "PROVIDER_WIDE_MIN_MODELS",
     "QUALIFYING_CODES",
@@ -81,6 +83,8 @@ __all__ = [
     "is_eligible",
     "jittered_reset",
     "next_change_at",
+    "operator_close",
+    "operator_open",
     "plan_release",
     "record_failure",
     "record_probe_result",

@@ -132,7 +132,7 @@ class RouteHost:
         binding = settings.circuit_binding()
         self._circuits = CircuitStore.connect(
             redis_url, keys=self._keys, max_connections=max_connections,
-            settings=binding.settings,
+            settings=binding.settings, events_maxlen=settings.events_maxlen,
         )  # fmt: skip
         port = ActorCircuits(settings.key_prefix, settings.circuit_hosts)
         effects = CircuitEffects(

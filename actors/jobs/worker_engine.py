@@ -79,8 +79,9 @@ class WorkerEngine:
         )  # fmt: skip
         binding = self.settings.circuit_binding()
         circuits = CircuitStore.connect(
-            url, keys=self.keys, settings=binding.settings, max_connections=STORE_CONNECTIONS
-        )
+            url, keys=self.keys, settings=binding.settings, max_connections=STORE_CONNECTIONS,
+            events_maxlen=self.settings.events_maxlen,
+        )  # fmt: skip
         return store, CircuitEffects(circuits, binding), wakes
 
     async def _open_notices(self, url: str) -> tuple[RouteNotices, Redis]:

@@ -77,6 +77,33 @@ class ProbeOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class OpenCircuit:
+    """An operator's override: the circuit open until `until` (aware), whatever opened it."""
+
+    until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class CloseCircuit:
+    """An operator's override: the circuit closed, its parked routes released."""
+
+
+CircuitOverride = OpenCircuit | CloseCircuit
+
+
+@dataclass(frozen=True, slots=True)
+class OverrideOutcome:
+    """What an override did: the circuit after it; `changed` False when it was already
+    so (nothing written, no event); the id of the event it recorded on the circuit events
+    stream; the release plan of the routes parked when a close took effect (None else)."""
+
+    view: CircuitView
+    changed: bool
+    event_id: str | None = None
+    release: ReleasePlan | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ParkOutcome:
     """`parked` is False when the circuit was closed: the route may dispatch instead."""
 

@@ -5,7 +5,10 @@ change runs the same loop: read the circuit and its version, let the pure machin
 next state, and send it to `circuit_apply.lua` with the version read. A plan equal to the
 stored state writes nothing. A refused compare-and-set (someone changed the circuit in
 between, or a lease guard said no) writes nothing either; the loop reads again and plans
-again, so the loser of a probe race sees the winner's lease and is denied.
+again, so the loser of a probe race sees the winner's lease and is denied. A change
+that moves the circuit to another state (and every operator override) appends its event
+to the circuit events stream in that same script: the stream is the circuits' state
+history, never out of step with the hashes.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from actors.routes.circuit_models import (
     valid_token,
     valid_ttl,
 )
-from actors.store.circuit_codec import apply_request, decode_view
+from actors.store.circuit_codec import apply_request, decode_view, event_fields
+from actors.store.route_store import DEFAULT_EVENTS_MAXLEN
 from actors.store.scripts import LoadedScript, run_script
 from circuits import (
     CircuitSettings,
@@ -63,6 +67,7 @@ def unavailable(operation: str, error: BaseException) -> CircuitStoreUnavailable
 class _Written:
     view: CircuitView
     parked: tuple[str, ...]
+    event_id: str | None = None  # the change's event on the circuit events stream
 
 
 class CircuitChanges:
@@ -74,14 +79,18 @@ class CircuitChanges:
         *,
         release: ReleaseSettings | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        if events_maxlen < 1:
+            raise ValueError(f"events_maxlen must be >= 1, got {events_maxlen}")
         self.client = client
         self.keys = keys
         self.settings = settings
         self.release = release or ReleaseSettings()
         self.max_attempts = max_attempts
+        self.events_maxlen = events_maxlen
         self.apply_script = LoadedScript.named("circuit_apply")
         self.park_script = LoadedScript.named("circuit_park")
 
@@ -238,16 +247,23 @@ class CircuitChanges:
         guard: str = "",
         token: str = "",
         parked: bool = False,
+        always_event: bool = False,
     ) -> tuple[_Written | None, T, CircuitView]:
-        """(what was written or None, the plan's result, the view it was planned from)."""
+        """(what was written or None, the plan's result, the view it was planned from).
+        A change of state, or any change with `always_event`, appends its event (cause:
+        `operation`) in the same script."""
         for _ in range(self.max_attempts):
             before = await self.view(resource)
             after, result = plan(before.state)
             if after == before.state:
                 return None, result, before
+            event = None
+            if always_event or after.status is not before.status:
+                event = event_fields(resource, before.state, after, operation, now)
             request = apply_request(
-                resource, before.version, after, now, guard=guard, token=token, parked=parked
-            )
+                resource, before.version, after, now, guard=guard, token=token, parked=parked,
+                event=event, maxlen=self.events_maxlen,
+            )  # fmt: skip
             written = await self._apply(
                 before, after, request, now=now, operation=operation, with_parked=parked
             )
@@ -270,6 +286,7 @@ class CircuitChanges:
             self.keys.circuit(resource_id),
             self.keys.circuits,
             self.keys.parked(resource_id),
+            self.keys.circuit_events,
         ]
         try:
             reply = await self.run_script(self.apply_script, keys, [request])
@@ -286,7 +303,7 @@ class CircuitChanges:
                 "parked": len(parked) if with_parked else before.parked,
             }
         )
-        return _Written(view, parked)
+        return _Written(view, parked, text(reply[3]) or None)
 
     async def run_script(self, loaded: LoadedScript, keys: list[str], argv: list[str]) -> Any:
         return await run_script(self.client, loaded, keys, argv)

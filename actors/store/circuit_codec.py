@@ -14,6 +14,14 @@ stored a second time as epoch seconds. The hash of one circuit:
     lease_epoch         leases handed out so far (owner tokens are never reused)
     version             the compare-and-set version (written by the script)
     updated_at
+
+A change of state (closed, open, half_open) and every operator override also append one
+event to the circuit events stream, in the same script (`event_fields`):
+
+    event "circuit.changed", version (the circuit's after the change, written by the
+    script), cause (what changed it: record_failure(s), acquire_probe, report_probe,
+    abandon_probe, operator_open, operator_close), resource_id, label, from_state, state,
+    open_until, reason, at
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from circuits import CircuitState, FailureMark, ProbeLease, ResourceKey
 from policy.decisions import utc_iso
 
 IDENTITY_FIELDS: Final = ("provider", "model", "credential_fingerprint")
+EVENT: Final = "circuit.changed"
 
 
 def _iso(moment: datetime | None) -> str:
@@ -71,6 +80,25 @@ def circuit_fields(resource: ResourceKey, state: CircuitState, now: datetime) ->
     return [text for pair in fields.items() for text in pair]
 
 
+def event_fields(
+    resource: ResourceKey, before: CircuitState, after: CircuitState, cause: str, now: datetime
+) -> list[str]:
+    """The event of a change from `before` to `after`, as flat [name, value, ...] (the
+    script puts the new version first)."""
+    fields = {
+        "event": EVENT,
+        "cause": cause,
+        "resource_id": resource.resource_id,
+        "label": resource.label,
+        "from_state": before.status.value,
+        "state": after.status.value,
+        "open_until": _iso(after.open_until),
+        "reason": after.reason or "",
+        "at": utc_iso(now),
+    }
+    return [text for pair in fields.items() for text in pair]
+
+
 def apply_request(
     resource: ResourceKey,
     expected: int,
@@ -80,9 +108,12 @@ def apply_request(
     guard: str = "",
     token: str = "",
     parked: bool = False,
+    event: list[str] | None = None,
+    maxlen: int = 0,
 ) -> str:
-    """ARGV[1] of circuit_apply.lua."""
-    request = {
+    """ARGV[1] of circuit_apply.lua (`event`: the change's event, on a stream of about
+    `maxlen` entries)."""
+    request: dict[str, Any] = {
         "resource": resource.resource_id,
         "expected": expected,
         "fields": circuit_fields(resource, state, now),
@@ -91,6 +122,9 @@ def apply_request(
         "token": token,
         "parked": parked,
     }
+    if event is not None:  # absent, not null: cjson's null is a true value in Lua
+        request["event"] = event
+        request["maxlen"] = maxlen
     return json.dumps(request, separators=(",", ":"))
 
 

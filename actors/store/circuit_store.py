@@ -21,8 +21,8 @@ call. redis-py's own retries are off (as in RouteStore) so nothing is resent sil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Final, Self
 
 from redis.asyncio import Redis
@@ -31,7 +31,10 @@ from redis.exceptions import RedisError
 from actors.errors import InvalidCircuitInputError, InvalidIdentifierError
 from actors.keys import KeySpace, valid_resource_id, valid_route_id
 from actors.routes.circuit_models import (
+    CircuitOverride,
     CircuitView,
+    CloseCircuit,
+    OverrideOutcome,
     ParkOutcome,
     aware,
     valid_failure,
@@ -40,7 +43,17 @@ from actors.routes.circuit_models import (
 from actors.store.circuit_changes import CircuitChanges, text, unavailable
 from actors.store.circuit_codec import decode_resource, decode_view
 from actors.store.pool import OwnsItsClient, bounded_client
-from circuits import CircuitSettings, CircuitState, CircuitStatus, FailureLike, ResourceKey, machine
+from circuits import (
+    CircuitSettings,
+    CircuitState,
+    CircuitStatus,
+    FailureLike,
+    ResourceKey,
+    machine,
+    operator_close,
+    operator_open,
+)
+from policy.decisions import utc_iso
 
 DEFAULT_MAX_CONNECTIONS: Final = 16
 DEFAULT_TIMEOUT_S: Final = 5.0
@@ -48,9 +61,9 @@ READ_BATCH: Final = 500
 
 
 class CircuitStore(OwnsItsClient, CircuitChanges):
-    """Async access to circuits in one Redis, under one key prefix. Reads live here; the
-    fenced changes (record_failure, acquire_probe, report_probe, abandon_probe) come from
-    CircuitChanges."""
+    """Async access to circuits in one Redis, under one key prefix. Reads and operator
+    overrides live here; the fenced changes (record_failure, acquire_probe, report_probe,
+    abandon_probe) come from CircuitChanges."""
 
     def __init__(
         self,
@@ -215,6 +228,48 @@ class CircuitStore(OwnsItsClient, CircuitChanges):
             raise unavailable("unpark_many", error) from error
         resources = [resource for resource, _ in by_resource.values()]
         return [(r, int(n)) for r, n in zip(resources, replies[1::2], strict=True)]
+
+    # -- operator overrides (the circuit's owner applies them: actors/hosting/circuit_host.py)
+
+    async def override(
+        self, resource: ResourceKey, override: CircuitOverride, now: datetime
+    ) -> OverrideOutcome:
+        """Apply an operator's override (circuits/overrides.py) as one fenced change that
+        records its event: open until `override.until` (InvalidCircuitInputError naming
+        `until` when it is not after `now` or beyond max_open_s from it), or close, with
+        the release plan of the routes parked at that moment, as a probe success has. An
+        override that finds the circuit already so writes nothing (`changed` False)."""
+        valid_resource(resource)
+        now = aware("now", now)
+        closing = isinstance(override, CloseCircuit)
+        plan = self._override_plan(override, now)
+        operation = "operator_close" if closing else "operator_open"
+        written, _, before = await self._change(
+            resource, operation, now, plan, parked=closing, always_event=True
+        )
+        if written is None:
+            return OverrideOutcome(before, changed=False)
+        release = self.release_of(written.parked, now, before) if closing else None
+        return OverrideOutcome(written.view, True, written.event_id, release)
+
+    def _override_plan(
+        self, override: CircuitOverride, now: datetime
+    ) -> Callable[[CircuitState], tuple[CircuitState, None]]:
+        if isinstance(override, CloseCircuit):
+            return lambda state: (operator_close(state), None)
+        until = aware("until", override.until)
+        longest = now + timedelta(seconds=self.settings.max_open_s)
+        if until <= now:
+            raise InvalidCircuitInputError(
+                "until", utc_iso(until), f"must be after now ({utc_iso(now)})"
+            )
+        if until > longest:
+            raise InvalidCircuitInputError(
+                "until", utc_iso(until),
+                f"must be within max_open_s ({self.settings.max_open_s:g} s) of now: "
+                f"at most {utc_iso(longest)}",
+            )  # fmt: skip
+        return lambda state: (operator_open(state, until, now, self.settings), None)
 
 
 def _is_resource_id(text: str) -> bool:

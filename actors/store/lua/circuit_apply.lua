@@ -1,10 +1,12 @@
 -- One circuit change, atomically: compare-and-set on the circuit's version, optional
--- probe-lease guards, the circuit hash, the index of known circuits. Redis 6.2 Lua.
+-- probe-lease guards, the circuit hash, the index of known circuits, and (optionally) the
+-- change's event on the circuit events stream. Redis 6.2 Lua.
 -- The Python side plans the next state with the pure machine (circuits.machine); this
 -- script only applies it if nobody changed the circuit since the caller read it.
 -- KEYS: [1] the circuit's state hash
 --       [2] the index set of known circuits (member = resource id)
 --       [3] the circuit's parked-routes sorted set (read only, and only with `parked`)
+--       [4] the circuit events stream (written only with `event`; may be left out without)
 -- ARGV: [1] JSON object (decoded with cjson):
 --         resource  the resource id (index member)
 --         expected  the version the caller read (0 = never written)
@@ -16,14 +18,18 @@
 --                   owner:   `token` names the live, unexpired lease
 --         token     the owner token, with guard "owner"
 --         parked    true: also return the parked route ids, oldest park first
--- Returns {1, new version, {parked route ids}} when applied, else nothing is written and
---         it returns {0, actual version, "stale_version" | "closed" | "cooling_down" |
---         "lease_held" | "not_owner"}.
+--         event     absent, or flat [name, value, ...] of the change's event, appended to
+--                   KEYS[4] (MAXLEN ~ `maxlen`) in the same script as the change itself
+--         maxlen    with `event`: the stream's approximate length bound
+-- Returns {1, new version, {parked route ids}, event id or ""} when applied (the event
+--         carries the new `version` first), else nothing is written and it returns
+--         {0, actual version, "stale_version" | "closed" | "cooling_down" | "lease_held" |
+--         "not_owner"}.
 local request = cjson.decode(ARGV[1])
 
 -- Redis does not roll a script back: refuse before the first write if a key holds the
 -- wrong type, so an error never leaves half a change behind.
-local key_types = {'hash', 'set', 'zset'}
+local key_types = {'hash', 'set', 'zset', 'stream'}
 for index, key in ipairs(KEYS) do
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= key_types[index] then
@@ -72,4 +78,9 @@ local parked = {}
 if request.parked then
   parked = redis.call('ZRANGE', KEYS[3], 0, -1)
 end
-return {1, version, parked}
+local event_id = ''
+if request.event then
+  event_id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', request.maxlen, '*',
+    'version', string.format('%d', version), unpack(request.event))
+end
+return {1, version, parked, event_id}
