@@ -3,15 +3,25 @@ migration only, legacy rules that are normalised on load."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from policy._checks import Errors, boolean, check_keys, expect_object, text
-from policy.document import MAX_CANDIDATE_ID_CHARS, POLICY_VERSION, DynamicProfile, PolicyDocument
+from policy.document import (
+    ACCOUNT_LABEL_PATTERN,
+    MAX_CANDIDATE_ID_CHARS,
+    POLICY_VERSION,
+    DynamicProfile,
+    PolicyDocument,
+)
 from policy.errors import FieldError, PolicyError, join_path
 from policy.legacy import check_rules
 from policy.validation import CLASS_KEYS, check_class_sections, check_version
 
-CANDIDATE_KEYS: Final = ("id", "agent", "provider", "model", "enabled", *CLASS_KEYS, "rules")
+CANDIDATE_KEYS: Final = (
+    "id", "agent", "provider", "model", "account", "enabled", *CLASS_KEYS, "rules",
+)  # fmt: skip
+_ACCOUNT: Final = re.compile(ACCOUNT_LABEL_PATTERN)
 
 
 def parse_profile(data: object) -> DynamicProfile:
@@ -60,12 +70,23 @@ def check_candidate(data: object, path: str, errors: Errors) -> dict[str, Any] |
         "agent": text(obj.get("agent"), f"{path}.agent", errors) if "agent" in obj else None,
         "provider": text(obj.get("provider"), f"{path}.provider", errors, optional=True),
         "model": text(obj.get("model"), f"{path}.model", errors, optional=True),
+        "account": _account(obj.get("account"), f"{path}.account", errors),
         "enabled": boolean(obj["enabled"], f"{path}.enabled", errors) if "enabled" in obj else True,
     }
     sections = _candidate_sections(obj, path, errors)
     if len(errors) > before or sections is None:
         return None
     return {**fields, **sections}
+
+
+def _account(value: object, path: str, errors: Errors) -> str | None:
+    """The candidate's credential binding label (an account or key name, never the
+    secret), or None."""
+    label = text(value, path, errors, optional=True)
+    if label is not None and not _ACCOUNT.fullmatch(label):
+        errors.append(FieldError(path, f"must match {ACCOUNT_LABEL_PATTERN}, got {label!r}"))
+        return None
+    return label
 
 
 def _candidate_sections(obj: Any, path: str, errors: Errors) -> dict[str, Any] | None:

@@ -21,9 +21,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from actors.api.auth import Tokens
-from actors.api.backend import CIRCUIT_CONNECTIONS, ApiBackend
+from actors.api.backend import CIRCUIT_CONNECTIONS, TIMEOUT_S, ApiBackend
 from actors.api.circuit_views import CircuitReads
-from actors.api.events import EventStreams, events_router
+from actors.api.events import STREAM_TIMEOUT_S, EventStreams, events_router
 from actors.api.guard import Guard
 from actors.api.listings import listing_router
 from actors.api.metrics import NoMetrics, RequestMetrics
@@ -46,6 +46,7 @@ DESCRIPTION: Final = (
     "`location`, `message`, `value`) and, when a route's fence refused, `snapshot`."
 )
 COMMON_ANSWERS: Final[dict[int | str, dict[str, Any]]] = {
+    400: {"model": Problem, "description": "a body that is not JSON (or was cut off)"},
     401: {"model": Problem, "description": "no valid bearer token (nothing was read)"},
     409: {"model": Problem, "description": "refused by the route's fence; `snapshot`"},
     413: {"model": Problem, "description": "a body beyond the bound"},
@@ -69,11 +70,10 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Asyncio clients belong to the loop that serves the app: made here, in it.
         app.state.circuits = CircuitReads(
-            backend.connect(CIRCUIT_CONNECTIONS), backend.keys, backend.circuit_owner
+            backend.connect(CIRCUIT_CONNECTIONS, TIMEOUT_S), backend.keys, backend.circuit_owner
         )
-        app.state.streams = EventStreams(
-            backend.connect(backend.max_event_streams), backend.keys, backend.max_event_streams
-        )
+        blocking = backend.connect(backend.max_event_streams, STREAM_TIMEOUT_S)
+        app.state.streams = EventStreams(blocking, backend.keys, backend.max_event_streams)
         try:
             yield
         finally:

@@ -109,13 +109,14 @@ class Routes(Protocol):
 @dataclass
 class ApiBackend:
     """The API's view of one installation. `listing` is the blocking client the read
-    helpers use (thread-safe, bounded); `connect` makes an asyncio client in the running
-    loop (`max_connections`); `circuit_owner` names the circuit host owning a resource."""
+    helpers use (thread-safe, bounded); `connect(max_connections, timeout_s)` makes an
+    asyncio client in the running loop (an event stream's client waits longer than its
+    XREAD blocks); `circuit_owner` names the circuit host owning a resource."""
 
     routes: Routes
     keys: KeySpace
     listing: redis.Redis
-    connect: Callable[[int], AsyncRedis]
+    connect: Callable[[int, float], AsyncRedis]
     circuit_owner: Callable[[str], str | None] = lambda _resource_id: None
     max_event_streams: int = MAX_EVENT_STREAMS
 
@@ -130,7 +131,9 @@ class ApiBackend:
         listing = listing_client(url)
         return cls(
             routes=routes, keys=keys, listing=listing,
-            connect=lambda size: bounded_client(url, max_connections=size, timeout_s=TIMEOUT_S),
+            connect=lambda size, timeout_s: bounded_client(
+                url, max_connections=size, timeout_s=timeout_s
+            ),
             circuit_owner=circuit_owners(listing, keys),
         )  # fmt: skip
 

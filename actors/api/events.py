@@ -40,6 +40,7 @@ from actors.store.event_reads import StreamCursor, StreamEntry, newest, read_aft
 
 BATCH: Final = 100
 KEEPALIVE_MS: Final = 15_000
+STREAM_TIMEOUT_S: Final = KEEPALIVE_MS / 1000 + 10.0  # a reply may take the whole block
 CURSOR_PATTERN: Final = r"^[0-9]{1,20}-[0-9]{1,20},[0-9]{1,20}-[0-9]{1,20}$"
 
 
@@ -116,6 +117,7 @@ def _cursor(text: str | None, name: str) -> StreamCursor | None:
 
 async def _follow(streams: EventStreams, cursor: StreamCursor) -> AsyncIterator[str]:
     stopping = asyncio.ensure_future(streams.stopping.wait())
+    reading: asyncio.Future[list[StreamEntry]] | None = None
     try:
         yield f"retry: 1000\nid: {cursor}\n\n"
         while not stopping.done():
@@ -137,8 +139,10 @@ async def _follow(streams: EventStreams, cursor: StreamCursor) -> AsyncIterator[
             for entry in entries:
                 cursor = entry.cursor
                 yield sse_message(entry)
-    finally:
+    finally:  # the client went away, the server stops, or the stream ended
         stopping.cancel()
+        if reading is not None and not reading.done():
+            reading.cancel()  # a read of nobody's must not outlive its stream
         streams.open -= 1
 
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, PlainValidator
 
 from actors.keys import REQUEST_ID_PATTERN, ROUTE_ID_PATTERN
 from actors.routes.models import RouteSnapshot, ScheduleEntry
+from actors.routes.profiles import ConcreteProfile
 from actors.store.transcript import TranscriptMessage
 from catalogue import Classification, Evidence
-from policy import TurnEvidence
+from policy import DynamicProfile, TurnEvidence
+from policy.requests import EvaluateLine
 
 _REQUEST: Final = ConfigDict(frozen=True, extra="forbid")
 
@@ -41,12 +43,31 @@ PROFILE_DESCRIPTION: Final = (
 )
 
 
+def _json_object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def documented_as(model: Any) -> PlainValidator:
+    """A JSON object taken as it is, documented in the schema as `model`: the endpoint
+    validates it with the project's own parser (every problem at once, field-addressed,
+    legacy forms normalised), which accepts everything the documented schema does."""
+    return PlainValidator(_json_object, json_schema_input_type=model)
+
+
+ProfileJson = Annotated[dict[str, Any], documented_as(DynamicProfile | ConcreteProfile)]
+"""A route profile: a dynamic profile (legacy rule maps normalised) or a concrete one."""
+DynamicProfileJson = Annotated[dict[str, Any], documented_as(DynamicProfile)]
+EvaluateJson = Annotated[dict[str, Any], documented_as(EvaluateLine)]
+
+
 class StartRequest(BaseModel):
     """`POST /routes/{id}/start`: RouteHandle.start's arguments."""
 
     model_config = _REQUEST
 
-    profile: dict[str, JsonValue] = Field(description=PROFILE_DESCRIPTION)
+    profile: ProfileJson = Field(description=PROFILE_DESCRIPTION)
     caller: RouteIdText
     invocation_id: LabelText
     provider_session_id: LabelText | None = None
@@ -86,7 +107,7 @@ class ActionRequest(GenerationRequest):
     """A manual action: the expected generation; a Start fresh may give a new `profile`
     (absent: the route's own) and a new `recovery_deadline` (absent: the route's)."""
 
-    profile: dict[str, JsonValue] | None = Field(default=None, description=PROFILE_DESCRIPTION)
+    profile: ProfileJson | None = Field(default=None, description=PROFILE_DESCRIPTION)
     recovery_deadline: AwareDatetime | None = None
 
 

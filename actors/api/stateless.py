@@ -22,6 +22,8 @@ from pydantic import JsonValue
 from actors.api.models import (
     ClassPreview,
     Decision,
+    DynamicProfileJson,
+    EvaluateJson,
     ExplainAnswer,
     ExplainRequest,
     PolicyProblem,
@@ -40,6 +42,8 @@ from policy.requests import candidate_policy, decide, decision_under
 from policy.schema import policy_json_schema
 
 AnyJson = Annotated[dict[str, JsonValue], Body()]
+ProfileBody = Annotated[DynamicProfileJson, Body()]
+EvaluateBody = Annotated[EvaluateJson, Body()]
 
 
 def stateless_router(clock: Clock) -> APIRouter:
@@ -99,7 +103,7 @@ def stateless_router(clock: Clock) -> APIRouter:
             raise from_policy(error) from None
 
     @router.post("/policy/preview", response_model=PreviewAnswer, tags=["policy"])
-    def preview(profile: AnyJson) -> PreviewAnswer:
+    def preview(profile: ProfileBody) -> PreviewAnswer:
         """The schedule a dynamic profile implies, per candidate and class, in words."""
         try:
             parsed = parse_profile(profile)
@@ -114,7 +118,7 @@ def stateless_router(clock: Clock) -> APIRouter:
         )
 
     @router.post("/policy/evaluate", response_model=Decision, tags=["policy"])
-    def evaluate(line: AnyJson) -> Decision:
+    def evaluate(line: EvaluateBody) -> Decision:
         """One decision, as `recovery policy evaluate` makes it for one input line."""
         try:
             return Decision.model_validate(decide(line, clock.now()))
