@@ -50,6 +50,7 @@ COMMON_ANSWERS: Final[dict[int | str, dict[str, Any]]] = {
     401: {"model": Problem, "description": "no valid bearer token (nothing was read)"},
     409: {"model": Problem, "description": "refused by the route's fence; `snapshot`"},
     413: {"model": Problem, "description": "a body beyond the bound"},
+    415: {"model": Problem, "description": "a body that is not sent as JSON"},
     422: {"model": Problem, "description": "a bad field, named with the value given"},
     503: {"model": Problem, "description": "Redis or a route host did not answer"},
 }

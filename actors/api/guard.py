@@ -3,6 +3,7 @@ and the request's metrics.
 
 A request without a valid token (when tokens are configured) is answered 401 here, before
 any route is matched, any body read or any endpoint run: nothing is read for it. A body
+of another media type than JSON is answered 415 (curl's `-d` alone sends a form); one
 declared larger than `max_body` is answered 413 without reading it; one that turns out
 larger while it streams in is cut off at the bound (the endpoint sees a broken body), so
 no request holds more than `max_body` bytes. The principal of the token is put in the
@@ -30,6 +31,16 @@ MAX_BODY: Final = 1 << 20
 UNAUTHORISED: Final = Problem(
     error="unauthorised", message="a valid bearer token is required (Authorization: Bearer …)"
 )
+
+
+NOT_JSON: Final = Problem(
+    error="unsupported_media_type", message="send the body as JSON (Content-Type: application/json)"
+)
+BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _json(media: bytes) -> bool:
+    return media == b"application/json" or media.endswith(b"+json")
 
 
 class BodyTooLargeError(Exception):
@@ -75,6 +86,10 @@ class Guard:
                 await respond(send, 401, UNAUTHORISED, {"www-authenticate": "Bearer"})
                 return
             scope.setdefault("state", {})["principal"] = principal
+        media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if media and scope.get("method") in BODY_METHODS and not _json(media):
+            await respond(send, 415, NOT_JSON)  # e.g. curl -d without a JSON Content-Type
+            return
         declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
             problem = Problem(error="too_large", message=f"a body is at most {self.max_body} bytes")

@@ -134,6 +134,18 @@ def test_a_body_beyond_the_bound_is_413_before_it_is_read() -> None:
         assert answer.json()["error"] == "too_large"
 
 
+def test_a_body_sent_as_a_form_is_415_naming_json() -> None:
+    with client_of(fake_backend(unique_keys())) as client:
+        body = b'{"kind": "stderr"}'
+        form_type = {"Content-Type": "application/x-www-form-urlencoded"}
+        form = client.post("/classify", content=body, headers=form_type)
+        assert (form.status_code, form.json()["error"]) == (415, "unsupported_media_type")
+        assert "application/json" in form.json()["message"]
+        json_type = {"Content-Type": "application/json; charset=utf-8"}
+        typed = client.post("/classify", content=body, headers=json_type)
+        assert typed.status_code == 200
+
+
 def test_requests_are_counted_by_route_template_method_and_status() -> None:
     metrics = RecordedMetrics()
     with client_of(fake_backend(unique_keys()), tokens=TOKENS, metrics=metrics) as client:

@@ -5,6 +5,7 @@ driven by a Node script with only the standard `http` module and by curl. Waits 
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import shutil
@@ -27,6 +28,7 @@ from tests.actors.api.payloads import failure, start
 from tests.actors.cli.test_cli_up import RunningUp, up_environment
 from tests.actors.conftest import _delete_prefix, unique_keys
 from tests.actors.metrics_scrape import SCRAPE_EVERY_S, samples
+from tests.actors.redis_waits import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -164,6 +166,44 @@ def test_without_or_with_a_wrong_token_it_is_401_and_nothing_happens(
     assert (status, listing["error"]) == (401, "unauthorised")
     assert api.stored("curl-401") == (RouteSnapshot.absent("curl-401"), 0)
     assert api.curl("GET", "/openapi.json", token=token)[0] == 200
+
+
+@pytest.mark.skipif(CURL is None, reason="needs curl")
+def test_a_session_cancel_is_authorised_for_its_task_and_retires_its_notice(
+    api: LiveApi,
+) -> None:
+    api.curl("POST", "/routes/cancel-1/start", {**start(account="cancel-1"), "task_id": "task-1"})
+    status, waiting = api.curl("POST", "/routes/cancel-1/failure", failure(1))
+    assert (status, waiting["next_step"]) == (200, "wait")
+    [notice] = wait_notices(api, "cancel-1", 1)
+    assert notice["metadata"]["retrying"] is True
+    status, problem = api.curl(
+        "POST", "/sessions/cancel-1/cancel-transient-retry", {"task_id": "task-2"}
+    )
+    assert (status, problem["error"]) == (403, "not_authorised")
+    assert api.stored("cancel-1")[0].state == waiting["state"]
+    status, outcome = api.curl(
+        "POST", "/sessions/cancel-1/cancel-transient-retry", {"task_id": "task-1"}
+    )
+    assert status == 200, outcome
+    assert outcome["active"] is True
+    assert (outcome["snapshot"]["state"], outcome["snapshot"]["next_step"]) == (
+        "action_required", "manual",
+    )  # fmt: skip
+    assert api.curl("GET", "/sessions/cancel-1/notices")[1] == {"notices": []}
+
+
+def wait_notices(api: LiveApi, session: str, count: int) -> list[Any]:
+    """The session's notices once there are `count`: the host writes a notice after its
+    transition is durable, so it may follow the answer (each check waits on Redis)."""
+    found: list[Any] = []
+
+    async def written() -> bool:
+        found[:] = api.curl("GET", f"/sessions/{session}/notices")[1]["notices"]
+        return len(found) == count
+
+    asyncio.run(wait_until(written, CURL_TIMEOUT_S, redis_url=api.redis_url))
+    return found
 
 
 def test_events_stream_and_resume_after_the_last_event_id(api: LiveApi) -> None:
