@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, PlainValidator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainValidator
 
 from actors.keys import REQUEST_ID_PATTERN, ROUTE_ID_PATTERN
 from actors.routes.models import RouteSnapshot, ScheduleEntry
@@ -60,6 +60,8 @@ ProfileJson = Annotated[dict[str, Any], documented_as(DynamicProfile | ConcreteP
 """A route profile: a dynamic profile (legacy rule maps normalised) or a concrete one."""
 DynamicProfileJson = Annotated[dict[str, Any], documented_as(DynamicProfile)]
 EvaluateJson = Annotated[dict[str, Any], documented_as(EvaluateLine)]
+JsonObject = Annotated[dict[str, Any], documented_as(dict[str, Any])]
+"""Any JSON object, read by the project's own parser (legacy rules, a policy to check)."""
 
 
 class StartRequest(BaseModel):
@@ -194,7 +196,7 @@ class ExplainRequest(BaseModel):
     model_config = _REQUEST
 
     evidence: Evidence
-    policy: dict[str, JsonValue] | None = None
+    policy: JsonObject | None = None
     candidate: LabelText | None = None
     at: AwareDatetime | None = None
     retry_ordinal: Annotated[int, Field(ge=0, le=1000, strict=True)] = 0

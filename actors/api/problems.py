@@ -14,6 +14,7 @@ back is sanitised and bounded (catalogue.sanitize): no secret a client sent come
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -90,6 +91,8 @@ class ApiProblem(Exception):  # noqa: N818 - it is an answer, raised to leave th
 def shown(value: object) -> JsonValue:
     """A value as an error may show it: scalars as they are (text sanitised and cut),
     containers not at all (the field names them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN and Infinity parse from a body but are not JSON to answer
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, str):

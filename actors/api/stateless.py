@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
-from pydantic import JsonValue
 
 from actors.api.models import (
     ClassPreview,
@@ -26,6 +25,7 @@ from actors.api.models import (
     EvaluateJson,
     ExplainAnswer,
     ExplainRequest,
+    JsonObject,
     PolicyProblem,
     PreviewAnswer,
     ValidateAnswer,
@@ -41,7 +41,7 @@ from policy.profile import parse_profile
 from policy.requests import candidate_policy, decide, decision_under
 from policy.schema import policy_json_schema
 
-AnyJson = Annotated[dict[str, JsonValue], Body()]
+AnyJson = Annotated[JsonObject, Body()]
 ProfileBody = Annotated[DynamicProfileJson, Body()]
 EvaluateBody = Annotated[EvaluateJson, Body()]
 

@@ -136,6 +136,20 @@ def test_a_bad_field_is_422_naming_the_field_where_it_was_and_the_value(  # noqa
     assert client.get("/routes/s-1").json()["state"] == "none"  # nothing written
 
 
+@pytest.mark.parametrize(("text", "shown"), [("NaN", "nan"), ("Infinity", "inf"), ("1e400", "inf")])
+def test_a_number_json_cannot_answer_is_shown_as_text(
+    client: TestClient, text: str, shown: str
+) -> None:
+    """Found by hand: Python's JSON reader takes NaN and overflows to infinity, and the
+    error that showed the value back could not be written (a 500)."""
+    body = f'{{"generation": {text}}}'.encode()
+    answer = client.post(
+        "/routes/s-1/success", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert answer.status_code == 422
+    assert answer.json()["errors"][0]["value"] == shown
+
+
 def test_a_bad_dynamic_profile_is_422_with_every_problem_field_addressed(
     client: TestClient,
 ) -> None:
