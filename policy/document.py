@@ -203,8 +203,8 @@ class Candidate(BaseModel):
 
     id: str = Field(min_length=1, max_length=MAX_CANDIDATE_ID_CHARS)
     agent: str = Field(min_length=1)
-    provider: str | None = None
-    model: str | None = None
+    provider: str | None = Field(default=None, min_length=1)  # as parse_profile: "" is refused
+    model: str | None = Field(default=None, min_length=1)
     account: str | None = Field(default=None, pattern=ACCOUNT_LABEL_PATTERN)
     enabled: bool = Field(default=True, strict=True)
     transient: ClassPolicy

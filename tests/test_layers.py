@@ -1,6 +1,7 @@
 """The shell's layers: imports only run downward, and no module imports itself back.
 
-core ← actors/{keys,errors,clock} ← routes ← store ← engine ← jobs ← hosting ← demo ← cli,
+core ← actors/{keys,errors,clock} ← routes ← store ← engine ← jobs ← hosting ← api ← demo ←
+cli,
 with the public surface (`actors/__init__.py`) and the compatibility paths on top. Every
 import counts: at module level, inside functions and under `TYPE_CHECKING`.
 """
@@ -18,7 +19,7 @@ import pytest
 ROOT = Path(__file__).parents[1]
 PACKAGES = ("catalogue", "policy", "circuits", "actors")
 BOTTOM = frozenset({"actors.keys", "actors.errors", "actors.clock"})
-LAYERS = ("routes", "store", "engine", "jobs", "hosting", "demo", "cli")
+LAYERS = ("routes", "store", "engine", "jobs", "hosting", "api", "demo", "cli")
 TOP = len(LAYERS) + 2
 
 

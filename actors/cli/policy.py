@@ -10,29 +10,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from actors.cli.jsonlines import errors_json, line_error, map_json_lines
-from catalogue import Classification, ErrorClass
-from policy.decisions import decision_json
+from catalogue import Classification
 from policy.document import DynamicProfile, PolicyDocument
 from policy.errors import FieldError, PolicyError
-from policy.evaluate import evaluate
-from policy.failure import Failure
-from policy.gate import EffectSafety
 from policy.legacy import normalize_policy
 from policy.lint import lint_profile
 from policy.preview import preview_lines, preview_profile
 from policy.profile import parse_profile
-from policy.schedule import BUILTIN_POLICIES, NamedPolicy
+from policy.requests import candidate_policy, decide, decision_under
 from policy.schema import policy_json_schema
-from policy.validation import parse_document
 
 EXIT_INVALID = 2
-CLASS_NAMES = frozenset({ErrorClass.TRANSIENT.value, ErrorClass.HARD.value})
-UNSAFE_BY_CALLER = EffectSafety.unsafe(
-    "not effect-safe: the caller did not report the turn as effect-safe"
-)
 
 
 def register(commands: Any) -> None:
@@ -90,37 +79,6 @@ def aware_datetime(text: str) -> datetime:
 # -- evaluate -----------------------------------------------------------------------------
 
 
-class EvaluateLine(BaseModel):
-    """One `recovery policy evaluate` input line (docs/CONTRACTS.md). `document` is checked by
-    `parse_document`; `builtin` names a built-in policy instead (e.g. `interactive`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    document: Any = None
-    builtin: Any = None
-    failure: Failure
-    effect_safe: bool = Field(default=False, strict=True)
-    retry_ordinal: int = Field(default=0, ge=0, strict=True)
-    reset_wait_used: bool | frozenset[str] = False
-    now: AwareDatetime | None = None
-
-    @field_validator("reset_wait_used", mode="before")
-    @classmethod
-    def _flag_or_classes(cls, value: Any) -> bool | frozenset[str]:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, list) and all(item in CLASS_NAMES for item in value):
-            return frozenset(value)
-        raise ValueError(
-            "must be true, false or a list of classes (transient, hard), "
-            f"got {json.dumps(value, default=str)}"
-        )
-
-    def reset_wait_used_for(self, error_class: ErrorClass) -> bool:
-        used = self.reset_wait_used
-        return used if isinstance(used, bool) else error_class.value in used
-
-
 def run_evaluate(args: argparse.Namespace) -> int:
     write_decisions(sys.stdin, sys.stdout, args.now)
     return 0
@@ -133,48 +91,11 @@ def write_decisions(source: IO[str], sink: IO[str], now: datetime | None) -> Non
 def evaluate_data(
     data: dict[str, Any], number: int, default_now: datetime | None
 ) -> dict[str, Any]:
-    errors: list[FieldError] = []
+    """One input line's decision (policy/requests.py decides), or its error line."""
     try:
-        request: EvaluateLine | None = EvaluateLine.model_validate(data)
-    except ValidationError as exc:
-        request, errors = None, field_errors(exc)
-    try:
-        policy = line_policy(data.get("document"), data.get("builtin"))
-    except PolicyError as exc:
-        errors.extend(exc.errors)
-    if errors or request is None:
-        return _errors_line(number, errors)
-    try:
-        decision = evaluate(
-            policy,
-            request.failure,
-            now=request.now or default_now or datetime.now(UTC),
-            safety=EffectSafety.safe() if request.effect_safe else UNSAFE_BY_CALLER,
-            retry_ordinal=request.retry_ordinal,
-            reset_wait_used=request.reset_wait_used_for(request.failure.error_class),
-        )
+        return decide(data, default_now or datetime.now(UTC))
     except PolicyError as exc:
         return _errors_line(number, list(exc.errors))
-    return decision_json(decision, request.retry_ordinal)
-
-
-def line_policy(document: object, builtin: object) -> PolicyDocument | NamedPolicy:
-    """The line's v1 `document`, or the built-in policy `builtin` names."""
-    if builtin is not None:
-        if document is not None:
-            raise PolicyError.single("builtin", "give either document or builtin, not both")
-        if not isinstance(builtin, str) or builtin not in BUILTIN_POLICIES:
-            known = ", ".join(sorted(BUILTIN_POLICIES))
-            raise PolicyError.single(
-                "builtin", f"unknown built-in policy {json.dumps(builtin)}; expected {known}"
-            )
-        return BUILTIN_POLICIES[builtin]
-    if document is None:
-        raise PolicyError.single("document", "missing; give a v1 document or a builtin name")
-    try:
-        return parse_document(document)
-    except PolicyError as exc:
-        raise exc.prefixed("document") from None
 
 
 def _errors_line(number: int, errors: list[FieldError]) -> dict[str, Any]:
@@ -183,33 +104,6 @@ def _errors_line(number: int, errors: list[FieldError]) -> dict[str, Any]:
     if rest:
         message += "; also " + "; ".join(str(error) for error in rest)
     return line_error(number, message, first.field)
-
-
-def field_errors(exc: ValidationError) -> list[FieldError]:
-    """Pydantic's errors as field-addressed, lowercase messages naming the bad value."""
-    found = []
-    for error in exc.errors():
-        field = _path(error["loc"])
-        field_is_class = error["loc"][-1:] == ("error_class",)
-        if error["type"] == "extra_forbidden":
-            message = f"unknown field {str(error['loc'][-1])!r}"
-        elif error["type"] == "missing":
-            message = "missing; give class or error_class" if field_is_class else "missing"
-        elif error["type"] == "value_error":
-            message = error["msg"].removeprefix("Value error, ")
-        else:
-            message = error["msg"][0].lower() + error["msg"][1:]
-            if "input" in error and not isinstance(error["input"], dict | list):
-                message += f", got {json.dumps(error['input'], default=str)}"
-        found.append(FieldError(field, message))
-    return found
-
-
-def _path(loc: tuple[int | str, ...]) -> str | None:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text or None
 
 
 # -- normalize / validate / preview / schema ------------------------------------------------
@@ -273,15 +167,7 @@ def load_profile(path: Path) -> DynamicProfile:
 def load_policy(path: Path, candidate_id: str | None) -> PolicyDocument:
     """One candidate's document from FILE: a dynamic profile (the candidate named, else the
     first enabled one), a v1 document, or legacy rules."""
-    data = _read_json(path)
-    if isinstance(data, dict) and "candidates" in data:
-        profile = parse_profile(data)
-        for candidate in profile.candidates:
-            if candidate.id == candidate_id or (candidate_id is None and candidate.enabled):
-                return candidate.policy
-        wanted = "no enabled candidate" if candidate_id is None else f"no {candidate_id!r}"
-        raise PolicyError.single("candidates", f"the profile has {wanted}")
-    return normalize_policy(data)
+    return candidate_policy(_read_json(path), candidate_id)
 
 
 def _read_json(path: Path | None) -> Any:
@@ -323,11 +209,7 @@ def explain_decision(
     """The decision line an error gets under a candidate's document at `at`, the turn
     assumed effect-safe and the cycle's reset wait unused."""
     document = load_policy(policy_file, candidate_id)
-    decision = evaluate(
-        document,
-        Failure.from_classification(classification),
-        now=at,
-        safety=EffectSafety.safe("assumed effect-safe by `recovery explain`"),
-        retry_ordinal=retry_ordinal,
-    )
-    return decision_json(decision, retry_ordinal)
+    return decision_under(
+        classification, document, at, retry_ordinal=retry_ordinal,
+        assumed="assumed effect-safe by `recovery explain`",
+    )  # fmt: skip

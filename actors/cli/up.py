@@ -11,7 +11,11 @@ line each, in this order and with this wording (tools may wait on them):
     hosts: 2 route hosts (host-0, host-1), key prefix recovery
     workers: 1 rq worker on queue recovery-dispatch, dispatcher pkg.module:dispatch
     workers: none (no dispatcher configured)
+    api: http://127.0.0.1:8484 (no token: loopback only; docs: http://127.0.0.1:8484/docs)
     ready: Ctrl-C or SIGTERM stops the runtime
+
+The `api:` line (actors/cli/up_api.py) comes once the HTTP API accepts requests, so
+`ready` means both the runtime and the API serve; with `api_address = off` it is absent.
 
 Before them, `reaped: N processes left by an `up` that crashed` when a previous `up` on the
 same data folder was killed and some of what it started still ran
@@ -41,6 +45,7 @@ from typing import Any, Final
 import ray
 import redis
 
+from actors.cli.up_api import PreparedApi, prepare_api
 from actors.cli.up_children import forget_children, reap_children, record_children
 from actors.engine.config import ConfigError, RuntimeConfig, load_config
 from actors.errors import error_text
@@ -63,7 +68,7 @@ class _StopRequestedError(Exception):
 
 FLAGS: Final = (
     "redis_url", "ray_address", "hosts", "dispatcher", "workers", "queue", "data_dir",
-    "key_prefix",
+    "key_prefix", "api_address",
 )  # fmt: skip
 
 
@@ -89,14 +94,19 @@ def run(args: argparse.Namespace) -> int:
         except redis.RedisError as error:
             url = masked_url(config.redis_url)
             return _problem(f"cannot reach Redis at {url}: {error_text(error)}")
+    api = prepare_api(config)  # its socket bound now: a port in use fails before the runtime
+    if isinstance(api, str):
+        return _problem(api)
     runtime = RecoveryRuntime.from_config(config)
     failure: str | None = None
     try:
-        say(f"stopping: {serve(runtime, config)} received")
+        say(f"stopping: {serve(runtime, config, api)} received")
     except Exception as error:  # one line, not a traceback; the drain below still runs
         failure = f"{type(error).__name__}: {error_text(error)}"
     finally:
         _install(signal.SIG_IGN)  # a second signal must not interrupt the drain
+        if api is not None:
+            api.stop()  # no new request reaches the hosts while they drain
         left = runtime.shutdown()
         forget_children(folder)
     say(f"stopped: {_pending_text(left)}")
@@ -129,8 +139,9 @@ def check_redis(url: str) -> None:
         connection.close()
 
 
-def serve(runtime: RecoveryRuntime, config: RuntimeConfig) -> str:
-    """Start the runtime, print what runs, wait for a stop signal; the signal's name."""
+def serve(runtime: RecoveryRuntime, config: RuntimeConfig, api: PreparedApi | None = None) -> str:
+    """Start the runtime (and the API), print what runs, wait for a stop signal; the
+    signal's name."""
     deferred: list[str] = []
     _install(lambda number, _frame: deferred.append(signal.Signals(number).name))
     try:
@@ -141,7 +152,9 @@ def serve(runtime: RecoveryRuntime, config: RuntimeConfig) -> str:
             return deferred[0]
         if config.data_dir.expanduser().is_dir():
             record_children(config.data_dir.expanduser())
-        for line in status_lines(runtime, config):
+        if api is not None:
+            api.serve(runtime)
+        for line in status_lines(runtime, config, api):
             say(line)
         while True:
             signal.pause()
@@ -149,9 +162,14 @@ def serve(runtime: RecoveryRuntime, config: RuntimeConfig) -> str:
         return stop.name
 
 
-def status_lines(runtime: RecoveryRuntime, config: RuntimeConfig) -> list[str]:
-    return [redis_line(runtime, config), ray_line(runtime), metrics_line(), hosts_line(runtime),
-            workers_line(runtime), "ready: Ctrl-C or SIGTERM stops the runtime"]  # fmt: skip
+def status_lines(
+    runtime: RecoveryRuntime, config: RuntimeConfig, api: PreparedApi | None = None
+) -> list[str]:
+    lines = [redis_line(runtime, config), ray_line(runtime), metrics_line(), hosts_line(runtime),
+             workers_line(runtime)]  # fmt: skip
+    if api is not None:
+        lines.append(api.line())
+    return [*lines, "ready: Ctrl-C or SIGTERM stops the runtime"]
 
 
 def redis_line(runtime: RecoveryRuntime, config: RuntimeConfig) -> str:

@@ -33,6 +33,12 @@ def register(commands: Any) -> None:
     command.add_argument("--queue", metavar="NAME", help="rq dispatch queue")
     command.add_argument("--data-dir", metavar="DIR", help="embedded Redis data folder")
     command.add_argument("--key-prefix", metavar="PREFIX", help="Redis key prefix")
+    command.add_argument(
+        "--api-address",
+        metavar="HOST:PORT",
+        help="where the HTTP API listens (default: $RECOVERY_API_ADDRESS, else 127.0.0.1:8484; "
+        "'off': none; beyond loopback it needs $RECOVERY_API_TOKEN or $RECOVERY_API_TOKEN_FILE)",
+    )
     command.set_defaults(run=run_up)
 
 

@@ -61,6 +61,14 @@ variable counts as unset. Every setting, with its TOML key and environment varia
                     RECOVERY_WEBHOOK_TIMEOUT_S              10 (0.1 to 600 s for the connect and
                                                             for the answer; below the dispatch
                                                             timeout)
+    api_address     RECOVERY_API_ADDRESS       127.0.0.1:8484: where `recovery up` serves the
+                                               HTTP API (HOST:PORT, [IPV6]:PORT; port 0:
+                                               any free one; `off`: no API)
+    api_token       RECOVERY_API_TOKEN         none: a bearer token the API requires (its
+                                               principal: `api`); at least 16 characters
+    api_token_file  RECOVERY_API_TOKEN_FILE    none: a file of `<principal> <token>` lines
+                                               (actors/api/auth.py); without a token the
+                                               API serves loopback addresses only
 
 The circuit settings are those of circuits.CircuitSettings (docs/DESIGN.md §3); the backoff
 cap must not be below the initial backoff (reported on circuit_max_backoff_s).
@@ -84,8 +92,12 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from actors.engine.config_values import (
+    API_OFF,
+    DEFAULT_API_ADDRESS,
+    ApiAddress,
     PositiveInt,
     PositiveSeconds,
+    parse_api_address,
     parse_boolean,
     parse_circuit_hosts,
     parse_count,
@@ -126,7 +138,7 @@ _ROUTE_DEFAULTS: Final = RouteSettings()
 _CIRCUIT_DEFAULTS: Final = CircuitSettings()
 
 
-SECRET_SETTINGS: Final = frozenset({"redis_url", "installation_key", "webhook_secret"})
+SECRET_SETTINGS: Final = frozenset({"redis_url", "installation_key", "webhook_secret", "api_token"})
 """Settings whose value may hold a secret: a refusal never carries it (WITHHELD instead)."""
 WITHHELD: Final = "<withheld>"
 
@@ -195,6 +207,11 @@ class RuntimeConfig(BaseModel):
     webhook_timeout_s: Annotated[float, BeforeValidator(parse_webhook_timeout)] = (
         DEFAULT_WEBHOOK_TIMEOUT_S
     )
+    api_address: Annotated[str, BeforeValidator(parse_api_address)] = DEFAULT_API_ADDRESS
+    api_token: Annotated[str | None, BeforeValidator(parse_optional(parse_text))] = Field(
+        default=None, repr=False
+    )
+    api_token_file: Annotated[Path | None, BeforeValidator(parse_optional(parse_path))] = None
 
     def engine_settings(self) -> EngineSettings:
         """The one settings value every writer of this installation uses."""
@@ -209,6 +226,10 @@ class RuntimeConfig(BaseModel):
             webhook_url=self.webhook_url, webhook_secret=self.webhook_secret,
             webhook_timeout_s=self.webhook_timeout_s,
         )  # fmt: skip
+
+    def api(self) -> ApiAddress | None:
+        """Where `recovery up` serves the HTTP API (None: `off`)."""
+        return None if self.api_address == API_OFF else ApiAddress.parse(self.api_address)
 
     def circuit_settings(self) -> CircuitSettings:
         """The circuits' thresholds and timings (checked together when loaded)."""

@@ -5,12 +5,14 @@ raises ValueError saying what the value must be (the loader names the source and
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Self
 from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator
@@ -28,6 +30,9 @@ _QUEUE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 MIN_WEBHOOK_SECRET_CHARS: Final = 16
 _TRUE: Final = frozenset({"true", "yes", "on", "1"})
 _FALSE: Final = frozenset({"false", "no", "off", "0"})
+DEFAULT_API_ADDRESS: Final = "127.0.0.1:8484"
+API_OFF: Final = "off"
+LOOPBACK_NAMES: Final = frozenset({"localhost"})
 
 
 def parse_positive_int(value: object) -> int:
@@ -185,6 +190,50 @@ def parse_paths(value: object) -> tuple[str, ...]:
     if isinstance(value, list | tuple) and all(isinstance(p, str) and p for p in value):
         return tuple(value)
     raise ValueError(f"must be a list of folder paths, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiAddress:
+    """Where the API listens: a host (a name, an IPv4 address, or an IPv6 one) and port."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        """`HOST:PORT` or `[IPV6]:PORT` (port 0: any free one); ValueError otherwise."""
+        host, colon, port = text.strip().rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not colon or not host or not port.isascii() or not port.isdigit():
+            raise ValueError(f"must be HOST:PORT (or {API_OFF!r}), got {text!r}")
+        number = int(port)
+        if number > 65535:
+            raise ValueError(f"the port must be from 0 to 65535, got {text!r}")
+        return cls(host, number)
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach it (127.0.0.0/8, ::1, localhost)."""
+        if self.host.lower() in LOOPBACK_NAMES:
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a name that may resolve anywhere
+
+    def url(self, port: int | None = None) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port if port is None else port}"
+
+
+def parse_api_address(value: object) -> str:
+    """`HOST:PORT`, `[IPV6]:PORT` or `off`, as given (ApiAddress parses it)."""
+    text = parse_text(value)
+    if text.lower() == API_OFF:
+        return API_OFF
+    ApiAddress.parse(text)
+    return text
 
 
 def parse_optional(parse: Callable[[object], Any]) -> Callable[[object], Any]:

@@ -1,6 +1,7 @@
 """Synchronous reads of the route store, for the CLI and for jobs: the keys of one prefix
 decoded with route_codec exactly as the store reads them (keys.py documents the layout)."""
 
+import bisect
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
@@ -79,6 +80,39 @@ def read_routes_and_corrupt(
         if state is None or route.state == state:
             routes.append(route)
     return routes, corrupt
+
+
+def read_route_page(
+    client: redis.Redis,
+    keys: KeySpace,
+    *,
+    after: str | None,
+    limit: int,
+    keep: Callable[[RouteSnapshot], bool] = lambda _route: True,
+) -> tuple[list[RouteSnapshot], str | None]:
+    """Up to `limit` routes `keep` accepts, by route id, after the id `after` (None: from
+    the first); and the id to continue after (None: no route is left). The ids come from
+    one SCAN; hashes are read a batch at a time and only until the page is full. A route
+    that cannot be decoded is left out, as in `read_routes`."""
+    route_ids = sorted(_scan_route_ids(client, keys))
+    rest = route_ids[bisect.bisect_right(route_ids, after) :] if after is not None else route_ids
+    page: list[RouteSnapshot] = []
+    for start in range(0, len(rest), READ_BATCH):
+        batch = rest[start : start + READ_BATCH]
+        names = [keys.route(r) for r in batch]
+        for route_id, name, raw in zip(batch, names, _hgetall_many(client, names), strict=True):
+            if not raw:
+                continue
+            try:
+                route = decode_route(route_id, raw, name)
+            except CorruptRouteError:
+                continue
+            if not keep(route):
+                continue
+            if len(page) == limit:  # one more than the page: there is a next one
+                return page, page[-1].route_id
+            page.append(route)
+    return page, None
 
 
 def read_route(client: redis.Redis, keys: KeySpace, route_id: str) -> RouteSnapshot:

@@ -255,6 +255,17 @@ def test_an_account_label_outside_its_pattern_is_refused_naming_the_field() -> N
     ]
 
 
+def test_a_candidate_may_name_its_account_label_and_a_bad_one_is_refused_by_name() -> None:
+    """Found by schemathesis against the HTTP API: the model (and so the documented
+    schema) had `account`, the JSON parser refused it as an unknown key."""
+    data = {"candidates": [{"id": "a", "agent": "claude-acp", "account": "team-a@anthropic"}]}
+    assert parse_profile(data).candidates[0].account == "team-a@anthropic"
+    data["candidates"][0]["account"] = "sk-ant with spaces"
+    assert errors_of(data, profile=True) == [
+        "candidates[0].account: must match ^[A-Za-z0-9._:@/+-]{1,128}$, got 'sk-ant with spaces'"
+    ]
+
+
 def test_a_candidate_without_policies_gets_the_default_immediate_skip() -> None:
     parsed = parse_profile({"candidates": [{"id": "a", "agent": "codex-acp"}]})
     assert parsed.candidates[0].policy == PolicyDocument.default()

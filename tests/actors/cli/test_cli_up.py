@@ -127,6 +127,7 @@ def up_environment(redis_url: str | None, keys: KeySpace, data_dir: Path) -> dic
     env.update(
         RECOVERY_KEY_PREFIX=keys.prefix, RECOVERY_HOSTS=str(len(HOSTS)), RECOVERY_RAY_CPUS="1",
         RECOVERY_RAY_DASHBOARD="false", RECOVERY_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1",
+        RECOVERY_API_ADDRESS="127.0.0.1:0",  # a free port: tests and other `up`s run beside
     )  # fmt: skip
     if redis_url is not None:
         env["REDIS_URL"] = redis_url

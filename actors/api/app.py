@@ -1,0 +1,132 @@
+"""The HTTP API as one FastAPI app (docs/CONTRACTS.md, HTTP API; README, "The HTTP API").
+
+    app = create_app(ApiBackend.of_runtime(runtime), tokens=load_tokens(token, None))
+
+`recovery up` serves it (actors/api/server.py); any process with a started or attached
+RecoveryRuntime can. Paths are at the root, unversioned: `/routes…`, `/schedules`,
+`/circuits`, `/sessions/{id}/…`, `/events`, `/classify`, `/explain`, `/policy/…`, and
+`/openapi.json` with `/docs`. Every refusal has one shape (actors/api/problems.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from actors.api.auth import Tokens
+from actors.api.backend import CIRCUIT_CONNECTIONS, TIMEOUT_S, ApiBackend
+from actors.api.circuit_views import CircuitReads
+from actors.api.events import STREAM_TIMEOUT_S, EventStreams, events_router
+from actors.api.guard import Guard
+from actors.api.listings import listing_router
+from actors.api.metrics import NoMetrics, RequestMetrics
+from actors.api.problems import ApiProblem, Problem, from_validation, simple
+from actors.api.route_endpoints import route_router
+from actors.api.stateless import stateless_router
+from actors.clock import Clock, SystemClock
+from actors.errors import error_report
+
+log = logging.getLogger(__name__)
+
+VERSION: Final = "1"
+STATUS_CODES: Final = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+DESCRIPTION: Final = (
+    "The provider-recovery runtime over HTTP: the route API an orchestrator drives, "
+    "listings of routes, schedules, circuits and notices, an event stream, and the "
+    "catalogue and policy on their own. With tokens configured, every path but "
+    "/openapi.json and /docs needs `Authorization: Bearer <token>`. Every refusal is a "
+    "Problem: `error` (a stable code), `message`, `errors` (one per bad field: `field`, "
+    "`location`, `message`, `value`) and, when a route's fence refused, `snapshot`."
+)
+COMMON_ANSWERS: Final[dict[int | str, dict[str, Any]]] = {
+    400: {"model": Problem, "description": "a body that is not JSON (or was cut off)"},
+    401: {"model": Problem, "description": "no valid bearer token (nothing was read)"},
+    409: {"model": Problem, "description": "refused by the route's fence; `snapshot`"},
+    413: {"model": Problem, "description": "a body beyond the bound"},
+    415: {"model": Problem, "description": "a body that is not sent as JSON"},
+    422: {"model": Problem, "description": "a bad field, named with the value given"},
+    503: {"model": Problem, "description": "Redis or a route host did not answer"},
+}
+
+
+def create_app(
+    backend: ApiBackend,
+    *,
+    tokens: Tokens | None = None,
+    metrics: RequestMetrics | None = None,
+    clock: Clock | None = None,
+) -> FastAPI:
+    """The API on `backend` (its route handles and Redis). `tokens`: who may call it
+    (none: anyone who can reach it, for loopback only); `metrics`: where request
+    figures go (none: nowhere); `clock`: "now" for the stateless endpoints."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Asyncio clients belong to the loop that serves the app: made here, in it.
+        app.state.circuits = CircuitReads(
+            backend.connect(CIRCUIT_CONNECTIONS, TIMEOUT_S), backend.keys, backend.circuit_owner
+        )
+        blocking = backend.connect(backend.max_event_streams, STREAM_TIMEOUT_S)
+        app.state.streams = EventStreams(blocking, backend.keys, backend.max_event_streams)
+        try:
+            yield
+        finally:
+            await app.state.circuits.aclose()
+            await app.state.streams.aclose()
+
+    app = FastAPI(
+        title="provider-recovery", version=VERSION, description=DESCRIPTION,
+        lifespan=lifespan, redoc_url=None, swagger_ui_oauth2_redirect_url=None,
+        responses=COMMON_ANSWERS,
+    )  # fmt: skip
+    app.state.backend = backend
+
+    def found(request: Request) -> ApiBackend:
+        chosen: ApiBackend = request.app.state.backend
+        return chosen
+
+    app.include_router(route_router(found))
+    app.include_router(listing_router(found, lambda request: request.app.state.circuits))
+    app.include_router(events_router(lambda request: request.app.state.streams))
+    app.include_router(stateless_router(clock or SystemClock()))
+    _answer_problems(app)
+    app.add_middleware(Guard, tokens=tokens or Tokens(), metrics=metrics or NoMetrics())
+    return app
+
+
+def _answer_problems(app: FastAPI) -> None:
+    """Every refusal in the one shape."""
+
+    @app.exception_handler(ApiProblem)
+    async def problem(_request: Request, error: ApiProblem) -> JSONResponse:
+        return _json(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, error: RequestValidationError) -> JSONResponse:
+        return _json(from_validation(error))
+
+    @app.exception_handler(HTTPException)
+    async def http(_request: Request, error: HTTPException) -> JSONResponse:
+        code = STATUS_CODES.get(error.status_code, "http_error")
+        return _json(simple(error.status_code, code, str(error.detail), error.headers))
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(_request: Request, _error: RecursionError) -> JSONResponse:
+        return _json(simple(422, "invalid_request", "the body is nested too deeply"))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, error: Exception) -> JSONResponse:
+        log.error("the HTTP API failed on a request: %s", error_report(error))
+        return _json(simple(500, "internal", "the server failed; its log says why"))
+
+
+def _json(problem: ApiProblem) -> JSONResponse:
+    body = problem.problem.model_dump(mode="json")
+    return JSONResponse(body, status_code=problem.status, headers=problem.headers)
