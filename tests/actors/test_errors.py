@@ -8,6 +8,7 @@ import pickle
 
 import pytest
 
+from actors.api.auth import TokenError
 from actors.cli.common import CliError
 from actors.cli.jsonlines import LineRefusedError
 from actors.cli.operator import OperatorExitError
@@ -62,6 +63,14 @@ NOT_ERRORS = {
         "the codec's internal signal naming the field that does not decode: never leaves "
         "route_codec, which raises CorruptRouteError or StoreUnavailableError in its place"
     ),
+    "actors.api.problems.ApiProblem": (
+        "an HTTP error answer raised to leave an endpoint and turned into its response by "
+        "the app's own handler: it never leaves the API app"
+    ),
+    "actors.api.guard.BodyTooLargeError": (
+        "the guard's internal signal that a streamed body passed its bound, answered 413 by "
+        "the guard itself: it never leaves actors/api/guard.py"
+    ),
     "actors.cli.up._StopRequestedError": (
         "a stop signal raised into the main thread by the signal handler and caught by "
         "serve(): a control-flow signal like KeyboardInterrupt, which no handler of "
@@ -98,6 +107,7 @@ SAMPLES: list[RecoveryError] = [
     NotDispatched("the orchestrator is draining"),
     NotDispatched("agent pool full", retry_after=3),
     AmbiguousDispatch("webhook answered 500: outcome ambiguous"),
+    TokenError("RECOVERY_API_TOKEN", "must be at least 16 characters"),
     DispatchTimedOut(60.0),
     ScriptError("transition: names a key literally; pass every key in KEYS"),
     CorruptInstallationError("recovery:installation", "host_names: Field required"),
