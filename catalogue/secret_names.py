@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 
 from catalogue.key_shapes import MARK
 
-__all__ = ["Decide", "Edit", "after_escape", "redact_named", "rewrite"]
+__all__ = ["NAMES", "Decide", "Edit", "after_escape", "redact_named", "rewrite"]
 
 # Name/value patterns run on the lower-cased text, matched only where str.find saw the name.
 # The separator covers `k=v`, `k: v`, `"k": "v"`, `\"k\": \"v\"` (escaped once or more) and
@@ -167,7 +167,8 @@ _NAMED: tuple[tuple[str, re.Pattern[str], Decide], ...] = (
     ("bearer", re.compile("bearer" + _BEARER_VALUE), _bearer),
     ("basic", re.compile("basic" + _BEARER_VALUE), _bearer),
 )
-_NAMES = tuple(dict.fromkeys(name for name, _, _ in _NAMED))
+# The names, in order: a text holding none (lowercased) has nothing `redact_named` redacts.
+NAMES = tuple(dict.fromkeys(name for name, _, _ in _NAMED))
 
 
 def _lower(text: str) -> str:
@@ -181,7 +182,7 @@ def _lower(text: str) -> str:
 def redact_named(text: str) -> str:
     """Header values, assignments and bearer tokens, found by their (lower-case) names."""
     low = _lower(text)
-    for name in _NAMES:
+    for name in NAMES:
         if name in low:
             break
     else:  # the commonest case: one substring test per name (by `in`: no call), no pattern

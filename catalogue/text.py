@@ -88,7 +88,11 @@ class TextViews(NamedTuple):
 
 
 def make_views(text: str) -> TextViews:
-    lowered = text.lower()
+    return views_of(text.lower())
+
+
+def views_of(lowered: str) -> TextViews:
+    """`make_views` of a text, given the text lowercased (`text.lower()`)."""
     if "\\n" in lowered:
         # JSON printed inside another message keeps its escaped line breaks ("an internal
         # \\n  error"); read them as the line breaks they were.

@@ -1,13 +1,15 @@
 """A rule's match patterns are scanned by group (anchor word, required literal): exactly
-when one of them matches, as the plain alternation of all of them would say."""
+when one of them matches, as the plain alternation of all of them would say. On a short
+text each rule is checked by a closure shaped to it (`short_check`): it says what
+`holds_short` says."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalogue import default_catalogue
-from catalogue.matching import matches
+from catalogue import Evidence, EvidenceKind, default_catalogue
+from catalogue.matching import ShortPlan, holds_short, is_short, matches, plan_of, short_check
 from catalogue.rules import Rule
 from catalogue.text import TextViews, make_views
 from tests.catalogue.fixture_data import FIXTURES
@@ -47,3 +49,48 @@ def test_grouped_matching_agrees_with_the_alternation_on_literal_mixtures(
     assert _agrees(rule, make_views(text)), (rule.id, text)
     # Past SHORT_VIEW the groups are scanned probe by probe, each behind its literal.
     assert _agrees(rule, make_views(text * 40)), (rule.id, "long view")
+
+
+CATALOGUE = default_catalogue()
+PLANS = [plan_of(rule) for rule in CATALOGUE.rules]
+
+
+def _checks_agree(text: str, plans: list[ShortPlan]) -> list[str]:
+    """Ids of the `plans`' rules whose `short_check` disagrees with `holds_short` on
+    `text`, when its views are short (the only texts a short check sees)."""
+    evidence = Evidence(kind=EvidenceKind.STDERR, text=text, http_status=429)
+    subject = CATALOGUE.subject_of(evidence)
+    if subject is None or not is_short(subject.views):
+        return []
+    flat, tokens = subject.views.flat, subject.views.tokens
+    return [
+        plan.rule.id
+        for plan in plans
+        if short_check(plan)(subject, flat, tokens) != holds_short(plan, subject, flat, tokens)
+    ]
+
+
+def test_every_rules_short_check_agrees_with_holds_short_on_every_fixture() -> None:
+    checked = [text for text in TEXTS if is_short(make_views(text))]
+    assert len(checked) > 100
+    assert [(text[:60], ids) for text in checked if (ids := _checks_agree(text, PLANS))] == []
+
+
+UNLESS_LITERALS = sorted({lit for p in PLANS for lit in (p.unless_literals or ())})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(PLANS), st.data())
+def test_a_rules_short_check_agrees_with_holds_short_on_literal_mixtures(
+    plan: ShortPlan, data: st.DataObject
+) -> None:
+    rule = plan.rule
+    own = sorted(
+        {lit for p in rule.match_probes + rule.unless_probes for lit in (p.literals or ())}
+    )
+    pieces = [*GLUE, *own] if own else GLUE
+    piece = st.one_of(
+        st.sampled_from(pieces), st.sampled_from(LITERALS), st.sampled_from(UNLESS_LITERALS)
+    )
+    text = "".join(data.draw(st.lists(piece, max_size=8)))
+    assert _checks_agree(text, [plan]) == [], text
