@@ -14,7 +14,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import NamedTuple
 
 from catalogue.classification import Classification, adopt_fields, field_template
 from catalogue.codes import (
@@ -54,6 +53,7 @@ from catalogue.timing import (
 )
 
 NO_MATCH_RULE = "catalogue.no_match.v1"
+_new = tuple.__new__
 PROSE_RULE = "catalogue.chunk_is_not_an_error_report.v1"
 
 
@@ -192,7 +192,8 @@ class Catalogue:
         status = evidence.http_status
         if status is None and evidence.kind is not EvidenceKind.EXIT:
             status = status_in_text(views.flat)
-        return Subject(evidence, combined, views, status, combined)
+        # tuple.__new__ directly: a NamedTuple's own __new__ is a Python-level call.
+        return _new(Subject, (evidence, combined, views, status, combined))
 
     def _error_report_of(self, chunk: str) -> str:
         # Assistant prose is never evidence: keep only lines that open with an error
@@ -230,7 +231,7 @@ class Catalogue:
         rule = self._first(subject)
         if rule is None:
             return self._unclassified(evidence, NO_MATCH_RULE, combined, found)
-        return self._classification(rule, subject, now, _Scanned(lowered, found))
+        return self._classification(rule, subject, now, lowered, found)
 
     def explain(self, evidence: Evidence, now: datetime | None = None) -> Explanation:
         subject = self.subject_of(evidence)
@@ -247,18 +248,26 @@ class Catalogue:
         return Explanation(result, winner, matched, subject)
 
     def _classification(
-        self, rule: Rule, subject: Subject, now: datetime | None, scanned: _Scanned | None = None
+        self,
+        rule: Rule,
+        subject: Subject,
+        now: datetime | None,
+        lowered: str | None = None,
+        found: AbstractSet[str] | None = None,
     ) -> Classification:
+        """The classification `rule` gives `subject`; `lowered` and `found` (the evidence's
+        combined text lowercased, and the TRIGGERS it holds) when the caller has them."""
         evidence = subject.evidence
         combined = subject.combined
-        if scanned is None:
-            scanned = _Scanned(combined.lower(), _TRIGGERS.found(combined.lower()))
+        if lowered is None or found is None:
+            lowered = combined.lower()
+            found = _TRIGGERS.found(lowered)
         head = self._heads[rule.id]
         timing: _Timing = _NO_TIMING
         reference = evidence.observed_at or now
         if rule.id in self._reads_timing and reference is not None:
-            timing = _timing(evidence, reference, combined, scanned)
-        return self._result(head, evidence, timing, combined, scanned.found)
+            timing = _timing(evidence, reference, combined, lowered, found)
+        return self._result(head, evidence, timing, combined, found)
 
     def _unclassified(
         self,
@@ -318,18 +327,14 @@ _Timing = tuple[float | None, datetime | None, HintSource | None]
 _NO_TIMING: _Timing = (None, None, None)
 
 
-class _Scanned(NamedTuple):
-    """The evidence's combined text lowercased, and the TRIGGERS it holds."""
-
-    lowered: str
-    found: AbstractSet[str]
-
-
 # Every literal the timing reader and the sanitiser test for before they read anything.
 _TRIGGERS = Substrings((*TIMING_TRIGGERS, *REDACTION_TRIGGERS))
 
 
-def _timing(evidence: Evidence, now: datetime, combined: str, scanned: _Scanned) -> _Timing:
+def _timing(
+    evidence: Evidence, now: datetime, combined: str, lowered: str, found: AbstractSet[str]
+) -> _Timing:
+    """The timing hint of `evidence`; `lowered` and `found` as for `_classification`."""
     if evidence.headers and headers_deny_reset(evidence.headers):
         return None, None, None  # e.g. out of credits: nothing the text says can reset it
     hint = parse_header_timing(evidence.headers, now) if evidence.headers else None
@@ -337,13 +342,13 @@ def _timing(evidence: Evidence, now: datetime, combined: str, scanned: _Scanned)
     text, body = evidence.text, evidence.body
     # Text and body are parts of the combined text unless it was cut: what it holds of
     # TRIGGERS covers what they hold, and with no body it is the text itself.
-    found = scanned.found if len(combined) < MAX_EVIDENCE_CHARS else None
+    whole: AbstractSet[str] | None = found if len(combined) < MAX_EVIDENCE_CHARS else None
     if hint is None and text:
-        lowered = scanned.lowered if not body and found is not None else text.lower()
-        hint = parse_lowered_timing(lowered, now, zone, found)
+        t = lowered if not body and whole is not None else text.lower()
+        hint = parse_lowered_timing(t, now, zone, whole)
     source: HintSource | None = hint.source if hint else None
     if hint is None and body:
-        hint = parse_lowered_timing(body.lower(), now, zone, found)
+        hint = parse_lowered_timing(body.lower(), now, zone, whole)
         if hint is not None:
             source = "structured" if hint.source == "structured" else "body"
     if hint is None:

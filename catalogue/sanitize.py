@@ -217,9 +217,14 @@ def _redact_once(text: str, found: AbstractSet[str] | None = None) -> str:
     a step none of whose triggers is found is skipped, until a step changes the text."""
     original = text
     for triggers, step in _STEPS:
-        if found is not None and text is original and found.isdisjoint(triggers):
+        if found is None or text is not original:
+            text = step(text)
+        elif found.isdisjoint(triggers):
             continue
-        text = step(text)
+        elif step is redact_named:
+            text = redact_named(text, found)  # which names to look for, too
+        else:
+            text = step(text)
     return text
 
 

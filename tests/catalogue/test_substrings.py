@@ -68,7 +68,7 @@ NEAR = sorted(
     | {t.title() for t in REDACTION_TRIGGERS}
 )
 GLUE = [" ", "=", ": ", '"', "'", "\\", "\\n", "\n", "/", "@", "?", "~", ".", "-", "_", "A", "J"]
-GLUE += ["x" * 24, "Ab3" * 8, "\u200b", "\x1b[0m", "://", "Users", "home"]
+GLUE += ["x" * 24, "Ab3" * 8, "\u200b", "\x1b[0m", "\x00", "\x7f", "\t", "://", "Users", "home"]
 PIECES = st.one_of(
     st.sampled_from(SECRETS), st.sampled_from(NEAR), st.sampled_from(GLUE), st.text(max_size=4)
 )
