@@ -4,7 +4,9 @@ Candidate rules are found by the prefilter (catalogue.prefilter: key words, HTTP
 exit code, then the words the rule's patterns require), so the cost of a classification
 grows with the evidence's length, not with the catalogue's size. Candidates are then
 tried in rank order; see `catalogue.rules` for the ordering and for
-wrapper rules.
+wrapper rules. The combined text is lowercased once per classification, and searched
+once (catalogue.substrings) for every literal the timing reader and the sanitiser would
+otherwise test for one by one.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ from catalogue.timing import (
 )
 
 NO_MATCH_RULE = "catalogue.no_match.v1"
-_new = tuple.__new__
 PROSE_RULE = "catalogue.chunk_is_not_an_error_report.v1"
+_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +194,6 @@ class Catalogue:
         status = evidence.http_status
         if status is None and evidence.kind is not EvidenceKind.EXIT:
             status = status_in_text(views.flat)
-        # tuple.__new__ directly: a NamedTuple's own __new__ is a Python-level call.
         return _new(Subject, (evidence, combined, views, status, combined))
 
     def _error_report_of(self, chunk: str) -> str:
