@@ -168,6 +168,7 @@ def holds_short(  # noqa: PLR0911, PLR0912 - the inner loop inline: helper calls
 
 # `holds_short` for one rule, its plan bound: (subject, flat view, tokens) -> whether it holds.
 ShortCheck = Callable[[Subject, str, AbstractSet[bytes]], bool]
+_Search = Callable[[str], "re.Match[str] | None"]
 
 
 def short_check(plan: ShortPlan) -> ShortCheck:
@@ -183,14 +184,20 @@ def short_check(plan: ShortPlan) -> ShortCheck:
         or rule.bounded_bytes is not None
         or rule.match_any is None
         or unanchored is not None
-        or word_groups is None
-        or require
     ):
         return partial(holds_short, plan)
-    found = _found_check(
-        tuple((literal, alternation.search) for literal, alternation in literal_groups),
-        tuple((word, alternation.search) for word, alternation in word_groups),
-    )
+    literals = tuple((literal, alternation.search) for literal, alternation in literal_groups)
+    if word_groups is None:  # more group words than WORD_PAIRS: those held, by intersection
+        groups = rule.match_groups
+        searches: dict[bytes, _Search] = {
+            word: groups[word].alternation.search for word in rule.match_group_words
+        }
+        found = _many_words_check(literals, rule.match_group_words, searches)
+    else:
+        words = tuple((word, alternation.search) for word, alternation in word_groups)
+        found = _found_check(literals, words)
+    if require:
+        found = _required_check(found, require)
     if unless is None:
         return found
     excluded = unless.search
@@ -212,7 +219,33 @@ def short_check(plan: ShortPlan) -> ShortCheck:
     return check_literals
 
 
-_Search = Callable[[str], "re.Match[str] | None"]
+def _required_check(found: ShortCheck, require: tuple[Probe, ...]) -> ShortCheck:
+    def check(subject: Subject, flat: str, tokens: AbstractSet[bytes]) -> bool:
+        if not found(subject, flat, tokens):
+            return False
+        for probe in require:  # noqa: SIM110 - a loop: `all` of a generator costs a frame
+            if not probe.found_in(flat):
+                return False
+        return True
+
+    return check
+
+
+def _many_words_check(
+    literals: tuple[tuple[str, _Search], ...],
+    words: frozenset[bytes],
+    searches: dict[bytes, _Search],
+) -> ShortCheck:
+    def check(subject: Subject, flat: str, tokens: AbstractSet[bytes]) -> bool:
+        for literal, search in literals:
+            if literal in flat and search(flat) is not None:
+                return True
+        for word in words.intersection(tokens):  # noqa: SIM110 - as in `groups` below
+            if searches[word](flat) is not None:
+                return True
+        return False
+
+    return check
 
 
 def _found_check(
