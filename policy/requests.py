@@ -62,7 +62,9 @@ class EvaluateLine(BaseModel):
     def _flag_or_classes(cls, value: Any) -> bool | frozenset[str]:
         if isinstance(value, bool):
             return value
-        if isinstance(value, list) and all(item in CLASS_NAMES for item in value):
+        if isinstance(value, list) and all(
+            isinstance(item, str) and item in CLASS_NAMES for item in value
+        ):
             return frozenset(value)
         raise ValueError(
             "must be true, false or a list of classes (transient, hard), "
