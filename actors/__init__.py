@@ -16,7 +16,9 @@ active, retry_wait, waiting_for_reset, retrying, switching, action_required, clo
 name of a route id's shape; a utility route (`utility=True`, or the caller "utility")
 expires after a day. `RouteProfile` is what a route runs with: policy's
 `DynamicProfile` (candidates with their policies) or a `ConcreteProfile` (one candidate on
-the built-in interactive policy). `__version__` is the installed distribution's version.
+the built-in interactive policy). `runtime.profiles` is the installation's profile store
+(`StoredProfile`s, versioned; a route started with `profile_id=` follows one).
+`__version__` is the installed distribution's version.
 
 The names load lazily: importing `actors` (or one of its layers, e.g. in an rq worker) does
 not import Ray until something Ray-bound is used.
@@ -56,8 +58,17 @@ if TYPE_CHECKING:
         ScheduleEntry,
     )
     from actors.routes.next_steps import NextStep
+    from actors.routes.profile_errors import (
+        InvalidStoredProfileError,
+        ProfileConfigurationError,
+        ProfileEditDeniedError,
+        ProfileExistsError,
+        ProfileNotFoundError,
+        StaleProfileVersionError,
+    )
     from actors.routes.profiles import ConcreteProfile, RouteCandidate, RouteProfile
     from actors.store.installation import CorruptInstallationError, NoInstallationError
+    from actors.store.profile_codec import ProfilePage, StoredProfile
 
 _EXPORTS: Final[dict[str, str]] = {
     "RecoveryRuntime": "actors.hosting.runtime",
@@ -68,6 +79,8 @@ _EXPORTS: Final[dict[str, str]] = {
     "ConcreteProfile": "actors.routes.profiles",
     "RouteCandidate": "actors.routes.profiles",
     "RouteProfile": "actors.routes.profiles",
+    "StoredProfile": "actors.store.profile_codec",
+    "ProfilePage": "actors.store.profile_codec",
     "RouteSnapshot": "actors.routes.models",
     "AttemptRecord": "actors.routes.models",
     "RouteEvent": "actors.routes.models",
@@ -89,6 +102,12 @@ _EXPORTS: Final[dict[str, str]] = {
     "InvalidIdentifierError": "actors.errors",
     "InvalidRouteIdError": "actors.errors",
     "InvalidCommandError": "actors.errors",
+    "ProfileConfigurationError": "actors.routes.profile_errors",
+    "ProfileNotFoundError": "actors.routes.profile_errors",
+    "InvalidStoredProfileError": "actors.routes.profile_errors",
+    "ProfileExistsError": "actors.routes.profile_errors",
+    "StaleProfileVersionError": "actors.routes.profile_errors",
+    "ProfileEditDeniedError": "actors.routes.profile_errors",
     "InstallationMismatchError": "actors.hosting.installation",
     "NoInstallationError": "actors.store.installation",
     "CorruptInstallationError": "actors.store.installation",
@@ -104,6 +123,8 @@ __all__ = [  # noqa: RUF022 - grouped by what an orchestrator reaches for first
     "ConcreteProfile",
     "RouteCandidate",
     "RouteProfile",
+    "StoredProfile",
+    "ProfilePage",
     "RouteSnapshot",
     "AttemptRecord",
     "RouteEvent",
@@ -125,6 +146,12 @@ __all__ = [  # noqa: RUF022 - grouped by what an orchestrator reaches for first
     "InvalidIdentifierError",
     "InvalidRouteIdError",
     "InvalidCommandError",
+    "ProfileConfigurationError",
+    "ProfileNotFoundError",
+    "InvalidStoredProfileError",
+    "ProfileExistsError",
+    "StaleProfileVersionError",
+    "ProfileEditDeniedError",
     "InstallationMismatchError",
     "NoInstallationError",
     "CorruptInstallationError",

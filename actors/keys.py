@@ -13,7 +13,7 @@ Layout (`<p>` = prefix):
     <p>:schedules                            zset    route id -> deadline (epoch seconds)
     <p>:events                               stream  route transitions (MAXLEN ~)
     <p>:host:<host>:routes                   set     route ids a route host owns
-    <p>:host:<host>:wakes                    stream  waits a job wrote for the host's routes
+    <p>:host:<host>:wakes                    stream  waits, delivered dispatches jobs announce
     <p>:dispatch:<route>:<generation>:<ord>  hash    dispatch ledger for one retry
     <p>:backstop:<host>:<second>             string  marker: that second's backstop job is armed
     <p>:circuit:<resource>                   hash    one circuit's state (resource = 32 hex)
@@ -26,8 +26,11 @@ Layout (`<p>` = prefix):
     <p>:transcript-sessions                  set     "<task>:<session>" of every session with
                                                      messages (for listing without SCAN)
     <p>:transcript                           stream  session.message.updated / .deleted (MAXLEN ~)
+    <p>:profile:<profile>                    hash    one stored profile: its version and document
+    <p>:profiles                             zset    ids of the stored profiles (scored 0: by id)
 
-A task id has a route id's shape; a session is a route, so a session id is a route id.
+A task id has a route id's shape; a session is a route, so a session id is a route id;
+a profile id has a route id's shape too.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Final
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, StringConstraints
 
 from actors.errors import InvalidIdentifierError, InvalidRouteIdError
 
@@ -55,6 +58,7 @@ _REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 TASK_ID_PATTERN: Final = ROUTE_ID_PATTERN
 CALLER_PATTERN: Final = ROUTE_ID_PATTERN
 MESSAGE_ID_PATTERN: Final = r"[0-9a-f]{32}"
+PROFILE_ID_PATTERN: Final = ROUTE_ID_PATTERN
 _MESSAGE_ID = re.compile(MESSAGE_ID_PATTERN)
 
 
@@ -86,6 +90,14 @@ def valid_caller(caller: str) -> str:
     if not isinstance(caller, str) or not _ROUTE_ID.fullmatch(caller):
         raise InvalidIdentifierError("caller", caller, CALLER_PATTERN)
     return caller
+
+
+def valid_profile_id(profile_id: str) -> str:
+    """A stored profile's id (a route id's shape: `fleet`, `team.default`), unchanged, or
+    InvalidIdentifierError naming it."""
+    if not isinstance(profile_id, str) or not _ROUTE_ID.fullmatch(profile_id):
+        raise InvalidIdentifierError("profile id", profile_id, PROFILE_ID_PATTERN)
+    return profile_id
 
 
 def valid_message_id(message_id: str) -> str:
@@ -148,6 +160,9 @@ HostId = Annotated[str, AfterValidator(valid_host_id)]
 TaskId = Annotated[str, AfterValidator(valid_task_id)]
 CallerName = Annotated[str, AfterValidator(valid_caller)]
 MessageId = Annotated[str, AfterValidator(valid_message_id)]
+ProfileId = Annotated[str, StringConstraints(pattern=f"^{PROFILE_ID_PATTERN}$")]
+"""A stored profile's id as a field: unlike the ids above, a bad one is a validation error
+(a route hash storing one reads as corrupt, and is quarantined)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +250,15 @@ class KeySpace:
     def transcript(self) -> str:
         """The transcript's change stream (session.message.updated / .deleted)."""
         return f"{self.prefix}:transcript"
+
+    def profile(self, profile_id: str) -> str:
+        """One stored profile's hash (its version, document and times)."""
+        return f"{self.prefix}:profile:{valid_profile_id(profile_id)}"
+
+    @property
+    def profiles(self) -> str:
+        """The ids of the stored profiles, each scored 0 (listed in id order, by range)."""
+        return f"{self.prefix}:profiles"
 
     @property
     def installation(self) -> str:

@@ -19,13 +19,13 @@ from catalogue._durations import read_full_duration
 
 # Words one of which any foreign retry or wait phrase below contains: without them, none
 # of the patterns is tried (most error texts are English).
-_HINT_WORDS = (
+HINT_WORDS = (
     "后", "後", "후", "等待", "冷却", "réessa", "patient", "attende", "nuevo", "reintent",
     "espera", "novamente", "aguarde", "erneut", "nochmal", "warte", "через", "подожд",
 )  # fmt: skip
 # The ones an ASCII text can hold: the others are not looked for in one (most error texts
 # are ASCII, and each substring test is a C call).
-_ASCII_HINT_WORDS = tuple(word for word in _HINT_WORDS if word.isascii())
+_ASCII_HINT_WORDS = tuple(word for word in HINT_WORDS if word.isascii())
 
 # A number and an English unit, as `read_duration` reads them (validated there).
 _DURATION = r"\d{1,12}(?:\.\d{1,12})?\s*[a-zµμ]{1,12}"
@@ -60,7 +60,7 @@ _CLIENT_SIDE = re.compile(r"将|正在|自动|自動|자동")
 def foreign_delay(t: str) -> tuple[float, int] | None:
     """(seconds, position) of the first delay a non-English retry or wait phrase states,
     or None."""
-    for word in _ASCII_HINT_WORDS if t.isascii() else _HINT_WORDS:
+    for word in _ASCII_HINT_WORDS if t.isascii() else HINT_WORDS:
         if word in t:  # the `in` operator: cheaper than calling __contains__ through any()
             break
     else:

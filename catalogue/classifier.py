@@ -4,12 +4,15 @@ Candidate rules are found by the prefilter (catalogue.prefilter: key words, HTTP
 exit code, then the words the rule's patterns require), so the cost of a classification
 grows with the evidence's length, not with the catalogue's size. Candidates are then
 tried in rank order; see `catalogue.rules` for the ordering and for
-wrapper rules.
+wrapper rules. The combined text is lowercased once per classification, and searched
+once (catalogue.substrings) for every literal the timing reader and the sanitiser would
+otherwise test for one by one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -22,8 +25,8 @@ from catalogue.codes import (
     Scope,
     code_info,
 )
-from catalogue.evidence import Evidence, EvidenceKind
-from catalogue.matching import Subject, holds, holds_short, is_short, plan_of
+from catalogue.evidence import MAX_EVIDENCE_CHARS, Evidence, EvidenceKind
+from catalogue.matching import Subject, holds, is_short, plan_of, short_check
 from catalogue.prefilter import Prefilter
 from catalogue.rules import (
     Rule,
@@ -33,18 +36,27 @@ from catalogue.rules import (
     load_builtin_rules,
     ordered,
 )
-from catalogue.sanitize import sanitize
+from catalogue.sanitize import REDACTION_TRIGGERS, sanitize, sanitize_scanned
+from catalogue.substrings import Substrings
 from catalogue.text import (
     make_views,
     report_lines,
     status_in_text,
     tokens_of,
     undecorated_lines,
+    views_of,
 )
-from catalogue.timing import HintSource, headers_deny_reset, parse_header_timing, parse_timing
+from catalogue.timing import (
+    TIMING_TRIGGERS,
+    HintSource,
+    headers_deny_reset,
+    parse_header_timing,
+    parse_lowered_timing,
+)
 
 NO_MATCH_RULE = "catalogue.no_match.v1"
 PROSE_RULE = "catalogue.chunk_is_not_an_error_report.v1"
+_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +82,7 @@ class Catalogue:
         self._by_key = {k: tuple(v) for k, v in by_key.items()}
         self._prefilter = Prefilter(self.rules)
         self._plans = tuple(plan_of(rule) for rule in self.rules)
+        self._short_checks = tuple(short_check(plan) for plan in self._plans)
         # What each rule (and each way of matching none) puts in a classification, built
         # once: a low-confidence rule's match is unclassified for policy, and its id says
         # what the evidence looked like.
@@ -131,7 +144,7 @@ class Catalogue:
     def _first(self, subject: Subject) -> Rule | None:
         """The winning rule, as `select` finds it, on the hot path: candidates taken off the
         prefilter's bits in this loop (no generator), gates checked inline, stopping at the
-        first decisive match; a short text is matched by `holds_short`."""
+        first decisive match; a short text is matched by the rule's `short_check`."""
         views = subject.views
         tokens = views.tokens
         prefilter = self._prefilter
@@ -139,9 +152,9 @@ class Catalogue:
         if not bits:
             return None
         short = is_short(views)
-        flat, plans = views.flat, self._plans
+        flat, rules, checks = views.flat, self.rules, self._short_checks
         gate_words, gate_rest, single = prefilter.words, prefilter.rest, prefilter.single
-        last = len(plans) - 1
+        last = len(rules) - 1
         wrapper: Rule | None = None
         while bits:
             position = last - (bits.bit_length() - 1)
@@ -153,9 +166,8 @@ class Catalogue:
                 rest = gate_rest[position]
                 if rest is not None and not any(map(tokens.__ge__, rest)):
                     continue
-            plan = plans[position]
-            rule = plan.rule
-            if holds_short(plan, subject, flat, tokens) if short else holds(rule, subject):
+            rule = rules[position]
+            if checks[position](subject, flat, tokens) if short else holds(rule, subject):
                 if not rule.wrapper:
                     if wrapper is None or _overrides_wrapper(rule):
                         return rule
@@ -168,17 +180,21 @@ class Catalogue:
     def subject_of(self, evidence: Evidence) -> Subject | None:
         """What the rules see, or None for a message chunk that is not an error report."""
         combined = evidence.combined_text()
+        return self._subject(evidence, combined, combined.lower())
+
+    def _subject(self, evidence: Evidence, combined: str, lowered: str) -> Subject | None:
+        """`subject_of`, given the evidence's combined text and that text lowercased."""
         if evidence.kind is EvidenceKind.MESSAGE_CHUNK:
             text = self._error_report_of(combined)
             if not text:
                 return None
             views = make_views(text)
             return Subject(evidence, text, views, status_in_text(views.flat), combined)
-        views = make_views(combined)
+        views = views_of(lowered)
         status = evidence.http_status
         if status is None and evidence.kind is not EvidenceKind.EXIT:
             status = status_in_text(views.flat)
-        return Subject(evidence, combined, views, status, combined)
+        return _new(Subject, (evidence, combined, views, status, combined))
 
     def _error_report_of(self, chunk: str) -> str:
         # Assistant prose is never evidence: keep only lines that open with an error
@@ -205,13 +221,18 @@ class Catalogue:
         """Classify one piece of evidence. `now` is the reference time for relative and
         clock-time hints when the evidence has no `observed_at`; with neither, no timing
         hint is produced (it could not be validated)."""
-        subject = self.subject_of(evidence)
+        combined = evidence.combined_text()
+        lowered = combined.lower()  # once, for the views, the timing hint and the excerpt
+        subject = self._subject(evidence, combined, lowered)
+        # What the timing reader and the sanitiser look for before they do anything, found
+        # in one pass (most texts hold none of it).
+        found = _TRIGGERS.found(lowered)
         if subject is None:
-            return self._unclassified(evidence, PROSE_RULE, evidence.combined_text())
+            return self._unclassified(evidence, PROSE_RULE, combined, found)
         rule = self._first(subject)
         if rule is None:
-            return self._unclassified(evidence, NO_MATCH_RULE, subject.combined)
-        return self._classification(rule, subject, now)
+            return self._unclassified(evidence, NO_MATCH_RULE, combined, found)
+        return self._classification(rule, subject, now, lowered, found)
 
     def explain(self, evidence: Evidence, now: datetime | None = None) -> Explanation:
         subject = self.subject_of(evidence)
@@ -227,24 +248,48 @@ class Catalogue:
             result = self._classification(winner, subject, now)
         return Explanation(result, winner, matched, subject)
 
-    def _classification(self, rule: Rule, subject: Subject, now: datetime | None) -> Classification:
+    def _classification(
+        self,
+        rule: Rule,
+        subject: Subject,
+        now: datetime | None,
+        lowered: str | None = None,
+        found: AbstractSet[str] | None = None,
+    ) -> Classification:
+        """The classification `rule` gives `subject`; `lowered` and `found` (the evidence's
+        combined text lowercased, and the TRIGGERS it holds) when the caller has them."""
         evidence = subject.evidence
+        combined = subject.combined
+        if lowered is None or found is None:
+            lowered = combined.lower()
+            found = _TRIGGERS.found(lowered)
         head = self._heads[rule.id]
         timing: _Timing = _NO_TIMING
         reference = evidence.observed_at or now
         if rule.id in self._reads_timing and reference is not None:
-            timing = _timing(evidence, reference)
-        return self._result(head, evidence, timing, subject.combined)
+            timing = _timing(evidence, reference, combined, lowered, found)
+        return self._result(head, evidence, timing, combined, found)
 
-    def _unclassified(self, evidence: Evidence, rule_id: str, combined: str) -> Classification:
-        return self._result(self._heads[rule_id], evidence, _NO_TIMING, combined)
+    def _unclassified(
+        self,
+        evidence: Evidence,
+        rule_id: str,
+        combined: str,
+        found: AbstractSet[str] | None = None,
+    ) -> Classification:
+        return self._result(self._heads[rule_id], evidence, _NO_TIMING, combined, found)
 
     def _result(
-        self, head: dict[str, object], evidence: Evidence, timing: _Timing, combined: str
+        self,
+        head: dict[str, object],
+        evidence: Evidence,
+        timing: _Timing,
+        combined: str,
+        found: AbstractSet[str] | None,
     ) -> Classification:
         """`head` (what the rule decides) completed by the evidence's identity, the timing
         hint and the excerpt: the evidence's `combined` text sanitised, once per
-        classification, here."""
+        classification, here (`found`: the triggers its lowercased text holds, if known)."""
         fields = head.copy()
         fields["provider"] = evidence.provider
         fields["model"] = evidence.model
@@ -252,7 +297,9 @@ class Catalogue:
         fields["occurred_at"] = evidence.observed_at
         if timing is not _NO_TIMING:
             fields["retry_after_s"], fields["reset_at"], fields["hint_source"] = timing
-        fields["safe_excerpt"] = sanitize(combined)
+        fields["safe_excerpt"] = (
+            sanitize(combined) if found is None else sanitize_scanned(combined, found)
+        )
         return adopt_fields(fields)
 
 
@@ -281,16 +328,28 @@ _Timing = tuple[float | None, datetime | None, HintSource | None]
 _NO_TIMING: _Timing = (None, None, None)
 
 
-def _timing(evidence: Evidence, now: datetime) -> _Timing:
+# Every literal the timing reader and the sanitiser test for before they read anything.
+_TRIGGERS = Substrings((*TIMING_TRIGGERS, *REDACTION_TRIGGERS))
+
+
+def _timing(
+    evidence: Evidence, now: datetime, combined: str, lowered: str, found: AbstractSet[str]
+) -> _Timing:
+    """The timing hint of `evidence`; `lowered` and `found` as for `_classification`."""
     if evidence.headers and headers_deny_reset(evidence.headers):
         return None, None, None  # e.g. out of credits: nothing the text says can reset it
     hint = parse_header_timing(evidence.headers, now) if evidence.headers else None
     zone = None if evidence.timezone is None else evidence.zone()  # most name none
-    if hint is None and evidence.text:
-        hint = parse_timing(evidence.text, now, zone)
+    text, body = evidence.text, evidence.body
+    # Text and body are parts of the combined text unless it was cut: what it holds of
+    # TRIGGERS covers what they hold, and with no body it is the text itself.
+    whole: AbstractSet[str] | None = found if len(combined) < MAX_EVIDENCE_CHARS else None
+    if hint is None and text:
+        t = lowered if not body and whole is not None else text.lower()
+        hint = parse_lowered_timing(t, now, zone, whole)
     source: HintSource | None = hint.source if hint else None
-    if hint is None and evidence.body:
-        hint = parse_timing(evidence.body, now, zone)
+    if hint is None and body:
+        hint = parse_lowered_timing(body.lower(), now, zone, whole)
         if hint is not None:
             source = "structured" if hint.source == "structured" else "body"
     if hint is None:

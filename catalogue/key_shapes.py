@@ -35,10 +35,8 @@ _BODY = r"(?P<body>[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)"
 SHORT_BODY: Final = 10
 LONG_BODY: Final = 20
 # Look-behinds are fixed-width: one per GitLab token prefix.
-_GITLAB = "".join(
-    f"|(?<={_NB}{prefix}-)"
-    for prefix in ("glpat", "gldt", "glrt", "glptt", "glcbt", "glimt", "glsoat", "glffct", "gloas")
-)
+_GITLAB_PREFIXES = ("glpat", "gldt", "glrt", "glptt", "glcbt", "glimt", "glsoat", "glffct", "gloas")
+_GITLAB = "".join(f"|(?<={_NB}{prefix}-)" for prefix in _GITLAB_PREFIXES)
 _KEY_DASH = re.compile(
     rf"-(?=[A-Za-z0-9_-]{{{SHORT_BODY}}})(?:(?<={_NB}sk-)(?P<sk>)(?P<sub>ant-(?:[a-z]{{2,8}}\d\d-)?"
     rf"|or-v1-|proj-|svcacct-|admin-)?|(?<={_NB}xai-)|(?<={_NB}pplx-)|(?<={_NB}xox[abposre]-)"
@@ -73,6 +71,21 @@ _WEBHOOK = re.compile(
 # and each one costs the look-ahead and look-behinds). The same check for _KEY_A costs more
 # than its scan saves (measured in instructions): a capital A is rarer, and cheap to try.
 _DASH_PREFIXES = ("sk-", "xai-", "pplx-", "xox", "xapp-", "gl", "GOCSPX-")
+
+# Lowercase literals one of which a text holds (lowercased) whenever some pattern here can
+# match in it: what each pattern requires before or at its start, read off the patterns
+# above (a test checks that a text with none of them is left as it is). The sanitiser
+# skips `redact_key_shapes` and `redact_key_blocks` on a text that holds none.
+SHAPE_TRIGGERS: Final = (
+    *("sk-", "xai-", "pplx-", "xox", "xapp-", "gocspx-"),  # _KEY_DASH
+    *(f"{prefix}-" for prefix in _GITLAB_PREFIXES),
+    # _KEY_UNDERSCORE
+    *("gsk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "hf_", "r8_", "github_pat_"),
+    *("k_live_", "k_test_", "npm_", "whsec_", "glpat_"),
+    *("aiza", "akia", "asia"),  # _KEY_A
+    *("ya29.", "q~", "sg.", "eyj", "hooks"),  # OAuth, Azure, SendGrid, JWT, webhooks
+)
+BLOCK_TRIGGERS: Final = ("private key",)  # _KEY_BLOCK
 
 _LETTERS: Final = frozenset(string.ascii_letters)
 _DIGITS: Final = frozenset(string.digits)

@@ -11,14 +11,26 @@ group is one C-level alternation scan.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
+from functools import partial
 from typing import NamedTuple
 
 from catalogue.evidence import Evidence
 from catalogue.rules import PatternGroup, Probe, Rule
 from catalogue.text import TextViews
 
-__all__ = ["SHORT_VIEW", "ShortPlan", "Subject", "holds", "holds_short", "matches", "plan_of"]
+__all__ = [
+    "SHORT_VIEW",
+    "ShortCheck",
+    "ShortPlan",
+    "Subject",
+    "holds",
+    "holds_short",
+    "matches",
+    "plan_of",
+    "short_check",
+]
 
 # Below this length one alternation scan beats a Python-level loop of substring checks.
 SHORT_VIEW = 600
@@ -152,6 +164,129 @@ def holds_short(  # noqa: PLR0911, PLR0912 - the inner loop inline: helper calls
         else:
             return True
     return unless.search(flat) is None
+
+
+# `holds_short` for one rule, its plan bound: (subject, flat view, tokens) -> whether it holds.
+ShortCheck = Callable[[Subject, str, AbstractSet[bytes]], bool]
+_Search = Callable[[str], "re.Match[str] | None"]
+
+
+def short_check(plan: ShortPlan) -> ShortCheck:
+    """`holds_short` bound to one rule's plan, as a closure shaped to the rule: most rules
+    are one or two groups and nothing else, and their check is then one expression, with
+    no step for the conditions they do not have. The same answer (a test compares them):
+    a rule holds when some group's literal or word is there and its alternation matches
+    (the groups' order does not change that), its `require` patterns hold and no `unless`
+    pattern does. A rule of another shape is checked by `holds_short` itself."""
+    rule, unanchored, literal_groups, word_groups, require, unless, unless_literals = plan
+    if (
+        rule.filters_identity
+        or rule.bounded_bytes is not None
+        or rule.match_any is None
+        or unanchored is not None
+    ):
+        return partial(holds_short, plan)
+    literals = tuple((literal, alternation.search) for literal, alternation in literal_groups)
+    if word_groups is None:  # more group words than WORD_PAIRS: those held, by intersection
+        groups = rule.match_groups
+        searches: dict[bytes, _Search] = {
+            word: groups[word].alternation.search for word in rule.match_group_words
+        }
+        found = _many_words_check(literals, rule.match_group_words, searches)
+    else:
+        words = tuple((word, alternation.search) for word, alternation in word_groups)
+        found = _found_check(literals, words)
+    if require:
+        found = _required_check(found, require)
+    if unless is None:
+        return found
+    excluded = unless.search
+    if unless_literals is None:
+
+        def check(subject: Subject, flat: str, tokens: AbstractSet[bytes]) -> bool:
+            return found(subject, flat, tokens) and excluded(flat) is None
+
+        return check
+
+    def check_literals(subject: Subject, flat: str, tokens: AbstractSet[bytes]) -> bool:
+        if not found(subject, flat, tokens):
+            return False
+        for literal in unless_literals:
+            if literal in flat:
+                return excluded(flat) is None
+        return True
+
+    return check_literals
+
+
+def _required_check(found: ShortCheck, require: tuple[Probe, ...]) -> ShortCheck:
+    def check(subject: Subject, flat: str, tokens: AbstractSet[bytes]) -> bool:
+        if not found(subject, flat, tokens):
+            return False
+        for probe in require:  # noqa: SIM110 - a loop: `all` of a generator costs a frame
+            if not probe.found_in(flat):
+                return False
+        return True
+
+    return check
+
+
+def _many_words_check(
+    literals: tuple[tuple[str, _Search], ...],
+    words: frozenset[bytes],
+    searches: dict[bytes, _Search],
+) -> ShortCheck:
+    def check(subject: Subject, flat: str, tokens: AbstractSet[bytes]) -> bool:
+        for literal, search in literals:
+            if literal in flat and search(flat) is not None:
+                return True
+        for word in words.intersection(tokens):  # noqa: SIM110 - as in `groups` below
+            if searches[word](flat) is not None:
+                return True
+        return False
+
+    return check
+
+
+def _found_check(
+    literals: tuple[tuple[str, _Search], ...], words: tuple[tuple[bytes, _Search], ...]
+) -> ShortCheck:
+    """Whether some group holds: its literal is in the flat view (or its word among the
+    tokens) and its alternation matches."""
+    if not literals and len(words) == 1:
+        ((word, search),) = words
+
+        def one_word(subject: Subject, flat: str, tokens: AbstractSet[bytes]) -> bool:
+            return word in tokens and search(flat) is not None
+
+        return one_word
+    if not literals and len(words) == 2:
+        (word, search), (other, other_search) = words
+
+        def two_words(subject: Subject, flat: str, tokens: AbstractSet[bytes]) -> bool:
+            return (word in tokens and search(flat) is not None) or (
+                other in tokens and other_search(flat) is not None
+            )
+
+        return two_words
+    if len(literals) == 1 and not words:
+        ((literal, search),) = literals
+
+        def one_literal(subject: Subject, flat: str, tokens: AbstractSet[bytes]) -> bool:
+            return literal in flat and search(flat) is not None
+
+        return one_literal
+
+    def groups(subject: Subject, flat: str, tokens: AbstractSet[bytes]) -> bool:
+        for literal, search in literals:
+            if literal in flat and search(flat) is not None:
+                return True
+        for word, search in words:  # noqa: SIM110 - a loop: `any` of a generator costs a frame
+            if word in tokens and search(flat) is not None:
+                return True
+        return False
+
+    return groups
 
 
 def _excluded(

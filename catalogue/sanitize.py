@@ -19,12 +19,28 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
+from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from catalogue.key_shapes import MARK, redact_key_blocks, redact_key_shapes
-from catalogue.secret_names import Edit, after_escape, redact_named, rewrite
+from catalogue.key_shapes import (
+    BLOCK_TRIGGERS,
+    MARK,
+    SHAPE_TRIGGERS,
+    redact_key_blocks,
+    redact_key_shapes,
+)
+from catalogue.secret_names import NAMES, Edit, after_escape, redact_named, rewrite
+from catalogue.substrings import Substrings
 
-__all__ = ["MAX_EXCERPT_BYTES", "masked_url", "sanitize"]
+__all__ = [
+    "MAX_EXCERPT_BYTES",
+    "REDACTION_TRIGGERS",
+    "masked_url",
+    "sanitize",
+    "sanitize_scanned",
+]
 
 MAX_EXCERPT_BYTES = 4096
 
@@ -131,34 +147,84 @@ def _redact_queries(text: str) -> str:
     return "".join(parts)
 
 
-def _redact(text: str) -> str:
-    """Redact until nothing changes: a marker can give a later match the boundary it lacked."""
+def _redact(text: str, found: AbstractSet[str] | None = None) -> str:
+    """Redact until nothing changes: a marker can give a later match the boundary it lacked.
+    The first pass runs only the steps whose triggers the text holds (`found`, when the
+    caller has searched for them); most texts hold none: then nothing is redacted, and
+    nothing more is scanned."""
+    if found is None:
+        found = _TRIGGERS.found(text.lower())
+    if found.isdisjoint(_TRIGGER_SET):
+        return text
     for _ in range(8):
-        redacted = _redact_once(text)
+        redacted = _redact_once(text, found)
         if redacted == text:
             break
-        text = redacted
+        text, found = redacted, None  # `found` was the first text's
     return text
 
 
-def _redact_once(text: str) -> str:
-    """Apply every redaction; each is skipped after one substring test when it cannot apply."""
+def _escaped_invisibles(text: str) -> str:
     if "\\u" in text:
-        text = rewrite(text, _ESCAPED_INVISIBLE.finditer(text), _escaped_invisible)
-    if "PRIVATE KEY" in text:  # redact_key_blocks' own test, without the call
-        text = redact_key_blocks(text)
-    text = redact_key_shapes(redact_named(text))
+        return rewrite(text, _ESCAPED_INVISIBLE.finditer(text), _escaped_invisible)
+    return text
+
+
+def _urls(text: str) -> str:
     if "://" in text:
         if "@" in text:
             text = _USERINFO.sub(_url_value, text)
         if "?" in text:
             text = _redact_queries(text)
+    return text
+
+
+def _emails(text: str) -> str:
     if "@" in text:
-        text = rewrite(text, _EMAIL_DOMAIN.finditer(text), _email)
+        return rewrite(text, _EMAIL_DOMAIN.finditer(text), _email)
+    return text
+
+
+def _home_paths(text: str) -> str:
     if "/" in text and _HOME_SLASH.search(text):
         text = rewrite(text, _HOME_SLASH.finditer(text), _home)
     if "\\" in text and "Users" in text:
         text = rewrite(text, _HOME_BACKSLASH.finditer(text), _home)
+    return text
+
+
+# Every redaction in order, with the lowercase literals one of which the lowercased text
+# holds whenever the step can change it (each step also checks for itself).
+_STEPS: tuple[tuple[frozenset[str], Callable[[str], str]], ...] = (
+    (frozenset({"\\u"}), _escaped_invisibles),
+    (frozenset(BLOCK_TRIGGERS), redact_key_blocks),
+    (frozenset(NAMES), redact_named),
+    (frozenset(SHAPE_TRIGGERS), redact_key_shapes),
+    (frozenset({"://"}), _urls),
+    (frozenset({"@"}), _emails),
+    (frozenset({"/home", "/users", "/root", "\\users"}), _home_paths),
+)
+# Every step's triggers: a text (lowercased) that holds none of them is left as it is.
+REDACTION_TRIGGERS: Final = tuple(
+    dict.fromkeys(trigger for triggers, _ in _STEPS for trigger in sorted(triggers))
+)
+_TRIGGER_SET = frozenset(REDACTION_TRIGGERS)
+_TRIGGERS = Substrings(REDACTION_TRIGGERS)
+
+
+def _redact_once(text: str, found: AbstractSet[str] | None = None) -> str:
+    """Apply every redaction once. With `found`, the triggers the lowercased `text` holds,
+    a step none of whose triggers is found is skipped, until a step changes the text."""
+    original = text
+    for triggers, step in _STEPS:
+        if found is None or text is not original:
+            text = step(text)
+        elif found.isdisjoint(triggers):
+            continue
+        elif step is redact_named:
+            text = redact_named(text, found)  # which names to look for, too
+        else:
+            text = step(text)
     return text
 
 
@@ -184,14 +250,29 @@ def _truncate(text: str) -> str:
 
 def sanitize(text: str) -> str:
     """Return the bounded, redacted excerpt of `text` (≤ MAX_EXCERPT_BYTES of UTF-8)."""
+    return _sanitized(text, None)
+
+
+def sanitize_scanned(text: str, found: AbstractSet[str]) -> str:
+    """`sanitize(text)`, for a caller that has already searched the lowercased `text` for
+    REDACTION_TRIGGERS (catalogue.substrings): `found` holds every one of them it holds
+    (and may hold other words). Saves the sanitiser its own search."""
+    return _sanitized(text, found)
+
+
+def _sanitized(text: str, found: AbstractSet[str] | None) -> str:
     cut = len(text) > _PRECUT_CHARS
-    if cut:
+    if cut:  # a cut holds no trigger its text did not: `found` still covers it
         text = _drop_partial_token(text[:_PRECUT_CHARS])
     if not text.isascii() or text.encode("ascii").translate(None, _PRINTABLE_ASCII):
-        text = _CONTROL.sub("", text)
+        kept = _CONTROL.sub("", text)
+        if kept is not text:  # removing a character can join a trigger
+            text, found = kept, None
     if "\n" in text and text.count("\n") > 3:  # a run to collapse has four line breaks
-        text = _BLANK_LINES.sub("\n\n\n", text)
-    text = _redact(text)
+        collapsed = _BLANK_LINES.sub("\n\n\n", text)
+        if collapsed is not text:
+            text, found = collapsed, None
+    text = _redact(text, found)
     if cut or (len(text) * 4 > MAX_EXCERPT_BYTES and len(text.encode()) > MAX_EXCERPT_BYTES):
         return _truncate(text)
     return text

@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 
 from catalogue.key_shapes import MARK
 
-__all__ = ["Decide", "Edit", "after_escape", "redact_named", "rewrite"]
+__all__ = ["NAMES", "Decide", "Edit", "after_escape", "redact_named", "rewrite"]
 
 # Name/value patterns run on the lower-cased text, matched only where str.find saw the name.
 # The separator covers `k=v`, `k: v`, `"k": "v"`, `\"k\": \"v\"` (escaped once or more) and
@@ -167,7 +168,8 @@ _NAMED: tuple[tuple[str, re.Pattern[str], Decide], ...] = (
     ("bearer", re.compile("bearer" + _BEARER_VALUE), _bearer),
     ("basic", re.compile("basic" + _BEARER_VALUE), _bearer),
 )
-_NAMES = tuple(dict.fromkeys(name for name, _, _ in _NAMED))
+# The names, in order: a text holding none (lowercased) has nothing `redact_named` redacts.
+NAMES = tuple(dict.fromkeys(name for name, _, _ in _NAMED))
 
 
 def _lower(text: str) -> str:
@@ -178,21 +180,24 @@ def _lower(text: str) -> str:
     return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
 
 
-def redact_named(text: str) -> str:
-    """Header values, assignments and bearer tokens, found by their (lower-case) names."""
+def redact_named(text: str, found: AbstractSet[str] | None = None) -> str:
+    """Header values, assignments and bearer tokens, found by their (lower-case) names.
+    `found`, when given, holds every name of NAMES the lowercased text holds (a caller's
+    one search for them: catalogue.substrings): a name it lacks is not searched for."""
     low = _lower(text)
-    for name in _NAMES:
-        if name in low:
-            break
-    else:  # the commonest case: one substring test per name (by `in`: no call), no pattern
-        return text
+    if found is None:
+        for name in NAMES:
+            if name in low:
+                break
+        else:  # the commonest case: one substring test per name (by `in`: no call)
+            return text
     for name, pattern, decide in _NAMED:
         # A substring test is cheaper than starting a regex scan (patterns share names).
-        if name not in low:
+        if name not in (low if found is None else found):
             continue
         first = pattern.search(low)
         if first is not None:
             redacted = rewrite(text, _named_matches(text, low, name, first), decide)
-            if redacted is not text:
-                text, low = redacted, _lower(redacted)
+            if redacted is not text:  # `found` was the first text's
+                text, low, found = redacted, _lower(redacted), None
     return text

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from email.utils import parsedate_to_datetime
-from typing import Literal
+from typing import Final, Literal
 
 from catalogue._durations import (
     epoch_instant,
@@ -31,7 +32,7 @@ from catalogue._durations import (
     safe_date,
     zone_named,
 )
-from catalogue._foreign_timing import foreign_delay
+from catalogue._foreign_timing import HINT_WORDS, foreign_delay
 from catalogue._structured import (
     UNIFIED,
     codex_reset,
@@ -40,12 +41,15 @@ from catalogue._structured import (
     unified_out_of_credits,
     unified_reset,
 )
+from catalogue.substrings import Substrings
 
 __all__ = [
     "MAX_HINT_SECONDS",
+    "TIMING_TRIGGERS",
     "TimingHint",
     "headers_deny_reset",
     "parse_header_timing",
+    "parse_lowered_timing",
     "parse_timing",
 ]
 
@@ -99,6 +103,16 @@ _INSTANT_LEAD = re.compile(
 )
 # Keywords that start a lead phrase ("try" also finds "retry", two characters earlier).
 _LEAD_KEYWORDS = ("try", "reset", "wait", "available")
+_RETRY_DELAY_WORDS = frozenset({"retrydelay", "retry_delay"})
+# Every word one of which some reader needs in the text before it can read anything: the
+# structured signals, the lead keywords, Claude Code's "limit reached|<epoch>" and the
+# foreign retry phrases' words. They are found together in one pass (most texts hold none).
+TIMING_TRIGGERS: Final = (
+    *("rate_limit_event", "resets_", *sorted(_RETRY_DELAY_WORDS), *_LEAD_KEYWORDS, "reached"),
+    *HINT_WORDS,
+)
+_TRIGGER_SET = frozenset(TIMING_TRIGGERS)
+_TRIGGERS = Substrings(TIMING_TRIGGERS)
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 # "[Oct 24[, 2026][,| at ]]3pm (Europe/Paris)", matched right after an instant lead.
 # Adjacent quantifiers never range over the same characters, so matching stays linear.
@@ -130,10 +144,18 @@ def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> Timing
     9:15 AM") is read in it, and dropped without it. When no English lead phrase states a
     hint, a retry or wait phrase in another language with English units ("请在 30s 后重试",
     "Réessayez dans 45s") is read (catalogue._foreign_timing)."""
-    t = text.lower()
+    return parse_lowered_timing(text.lower(), now, zone, None)
+
+
+def parse_lowered_timing(
+    t: str, now: datetime, zone: tzinfo | None, found: AbstractSet[str] | None
+) -> TimingHint | None:
+    """`parse_timing` on text already lowercased (`t`), for a caller that may also have
+    searched it for TIMING_TRIGGERS (catalogue.substrings): `found`, when given, holds every
+    one of them `t` holds (and may hold other words). Saves the reader its own search."""
     if now.tzinfo is None:  # `_as_utc`, inline: this runs on every classified error
         now = now.replace(tzinfo=UTC)
-    hint = _hint_in(t, now, zone)
+    hint = _hint_in(t, now, zone, found)
     if hint is None and "\n" in t:
         # A terminal wrap inside a word of the lead phrase ("please try a\ngain after 1
         # seconds", Moonshot's 429 as kimi-cli prints it): read again with each line break
@@ -147,15 +169,25 @@ def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> Timing
 
 # A line break (with the indentation after it) between two letters: a terminal wrap that
 # split one word.
-_MID_WORD_BREAK = re.compile(r"(?<=[^\W\d_])\r?\n[ \t]*(?=[^\W\d_])")
+# Found from the line break (a literal: a fast scan), the letter before it (and an optional
+# CR) checked by a look-behind after it: `(?<=[^\W\d_])\r?\n[ \t]*(?=[^\W\d_])`, the same
+# matches, where a leading look-behind made the engine try every position.
+_MID_WORD_BREAK = re.compile(r"(?:\r\n(?<=[^\W\d_]\r\n)|\n(?<=[^\W\d_]\n))[ \t]*(?=[^\W\d_])")
 
 
-def _hint_in(t: str, now: datetime, zone: tzinfo | None) -> TimingHint | None:
-    """`parse_timing` on lowercased text, `now` in UTC."""
-    if (hint := _structured_hint(t, now)) is not None:
+def _hint_in(
+    t: str, now: datetime, zone: tzinfo | None, found: AbstractSet[str] | None = None
+) -> TimingHint | None:
+    """`parse_timing` on lowercased text, `now` in UTC; `found` as for
+    `parse_lowered_timing`."""
+    if found is None:
+        found = _TRIGGERS.found(t)
+    if found.isdisjoint(_TRIGGER_SET):
+        return None  # the commonest case: no reader has a word to start from
+    if (hint := _structured_hint(t, now, found)) is not None:
         return hint
     stated: list[tuple[int, TimingHint]] = []
-    starts = _lead_starts(t)
+    starts = _lead_starts(t, found)
     if starts:
         # Clock times name a zone in parentheses (or take the given one) and ISO instants
         # have colons: without either, only delays can follow a lead phrase.
@@ -164,11 +196,11 @@ def _hint_in(t: str, now: datetime, zone: tzinfo | None) -> TimingHint | None:
             hint = _delay_at(t, start) or (_instant_at(t, start, now, zone) if instants else None)
             if hint is not None:
                 stated.append((start, hint))
-    if "|" in t and "reached" in t:
+    if "reached" in found and "|" in t:
         stated.extend(_epoch_hints(t, now))
         stated.sort(key=lambda item: item[0])
     # A delay in another language's retry phrase, with English units ("请在 30s 后重试").
-    foreign = None if stated else foreign_delay(t)
+    foreign = None if stated or found.isdisjoint(HINT_WORDS) else foreign_delay(t)
     if foreign is not None and (hint := _relative(foreign[0], "text")) is not None:
         stated.append((foreign[1], hint))
     latest: tuple[datetime, TimingHint] | None = None
@@ -217,12 +249,12 @@ def parse_header_timing(headers: Mapping[str, str], now: datetime) -> TimingHint
     return _reset_headers_hint(lowered, now)
 
 
-def _structured_hint(t: str, now: datetime) -> TimingHint | None:
-    if ("retrydelay" in t or "retry_delay" in t) and (hint := _retry_delay_hint(t)) is not None:
+def _structured_hint(t: str, now: datetime, found: AbstractSet[str]) -> TimingHint | None:
+    if not found.isdisjoint(_RETRY_DELAY_WORDS) and (hint := _retry_delay_hint(t)) is not None:
         return hint
-    if "rate_limit_event" in t and (at := rate_limit_event_reset(t)) is not None:
+    if "rate_limit_event" in found and (at := rate_limit_event_reset(t)) is not None:
         return _absolute(at, now, "structured")
-    if "resets_" in t:
+    if "resets_" in found:
         reset_at, delay = codex_reset(t)
         hint = None if reset_at is None else _absolute(reset_at, now, "structured")
         if hint is None and delay is not None:
@@ -301,11 +333,12 @@ def _instant_at(t: str, start: int, now: datetime, zone: tzinfo | None) -> Timin
     return None if at is None else _absolute(at, now, "text")
 
 
-def _lead_starts(t: str) -> list[int]:
-    """Positions, in text order, where a lead phrase may start."""
+def _lead_starts(t: str, found: AbstractSet[str]) -> list[int]:
+    """Positions, in text order, where a lead phrase may start (`found`: the triggers `t`
+    holds)."""
     starts: list[int] = []
     for keyword in _LEAD_KEYWORDS:
-        if keyword not in t:  # the commonest case, and the `in` operator costs no call
+        if keyword not in found:  # the commonest case
             continue
         at = t.find(keyword)
         while at >= 0:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from policy._checks import Errors, boolean, check_keys, expect_object, text
+from catalogue.sanitize import sanitize
+from policy._checks import Errors, boolean, check_keys, describe, expect_object, text
 from policy.document import (
     ACCOUNT_LABEL_PATTERN,
     MAX_CANDIDATE_ID_CHARS,
@@ -80,11 +81,11 @@ def check_candidate(data: object, path: str, errors: Errors) -> dict[str, Any] |
 
 
 def _account(value: object, path: str, errors: Errors) -> str | None:
-    """The candidate's credential binding label (an account or key name, never the
-    secret), or None."""
+    """A credential binding label (never the secret itself), or None."""
     label = text(value, path, errors, optional=True)
-    if label is not None and not _ACCOUNT.fullmatch(label):
-        errors.append(FieldError(path, f"must match {ACCOUNT_LABEL_PATTERN}, got {label!r}"))
+    if label is not None and not _ACCOUNT.match(label):
+        shown = describe(sanitize(label))  # a label by contract, but a pasted key is redacted
+        errors.append(FieldError(path, f"must match {ACCOUNT_LABEL_PATTERN}, got {shown}"))
         return None
     return label
 

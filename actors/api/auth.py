@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from actors.errors import RecoveryError
 
@@ -41,6 +41,9 @@ class TokenError(RecoveryError):
         self.source = source
         self.reason = reason
         super().__init__(f"{source}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.source, self.reason))
 
 
 @dataclass(frozen=True, slots=True)

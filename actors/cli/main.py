@@ -10,6 +10,7 @@ from typing import Final
 
 from actors.cli import acp as cli_acp
 from actors.cli import catalogue as cli_catalogue
+from actors.cli import circuit_override as cli_circuit_override
 from actors.cli import circuits as cli_circuits
 from actors.cli import demo as cli_demo
 from actors.cli import notices as cli_notices
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_policy.register(commands)
     cli_routes.register(commands)
     cli_circuits.register(commands)
+    cli_circuit_override.register(commands)
     cli_notices.register(commands)
     cli_reconcile.register(commands)
     cli_acp.register(commands)

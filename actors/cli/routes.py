@@ -1,5 +1,6 @@
 """`recovery schedules`, `recovery routes`, `recovery route ID` and `recovery events`:
-read-only inspection of the route store, straight from Redis.
+read-only inspection of the route store, straight from Redis (`recovery route ID ACTION`,
+an operator's action through the running installation, is actors/cli/route_actions.py).
 
 Nothing of the runtime needs to be running: each command opens a synchronous client on
 the Redis URL (`--redis-url`, else `REDIS_URL`), reads the keys of one prefix (keys.py
@@ -22,7 +23,9 @@ from actors.cli.common import CliError, args_now, guarded
 from actors.cli.corrupt_routes import print_corrupt
 from actors.cli.format import cell, due_in_s, relative, table, when
 from actors.cli.installation import installation_options, open_redis
+from actors.cli.operator import EXIT_CODES_HELP, reported
 from actors.cli.policy import aware_datetime
+from actors.cli.route_actions import act_on_route, add_action_arguments
 from actors.keys import valid_route_id
 from actors.routes.models import (
     ROUTE_STATES,
@@ -72,9 +75,12 @@ def register(commands: Any) -> None:
     routes_cmd.set_defaults(run=guarded(run_routes))
 
     route_cmd = commands.add_parser(
-        "route", parents=[common], help="one route's snapshot (and its attempt history)"
-    )
+        "route", parents=[common],
+        help="one route's snapshot (and its attempt history), or an operator's ACTION on it",
+        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     route_cmd.add_argument("route_id", metavar="ID", help="the route (session) id")
+    add_action_arguments(route_cmd)
     route_cmd.add_argument(
         "--history", action="store_true", help="also its append-only attempt records, in order"
     )
@@ -177,15 +183,24 @@ def route_lines(route: RouteSnapshot, now: datetime) -> list[str]:
     caller = cell(route.caller)
     if route.invocation_id is not None:
         caller += f" (invocation {route.invocation_id})"
+    if route.utility:
+        caller += ", utility"
+    if route.redeliveries:
+        pending += f", redelivery {route.redeliveries}"
     fields = [
         ("route", route.route_id),
         ("state", f"{route.state} (generation {route.generation})"),
+        ("next step", cell(route.next_step)),
         ("candidate", candidate),
         ("failure", failure),
         ("retry", f"{route.retry_ordinal} of {route.retry_max} (attempt {route.attempt_ordinal})"),
         ("pending", pending),
         ("reason", cell(route.reason)),
         ("caller", caller),
+        (
+            "deadline",
+            f"recovery by {when(route.recovery_deadline)}" if route.recovery_deadline else "-",
+        ),
         ("updated", when(route.updated_at)),
     ]
     return [f"{name + ':':<11}{value}" for name, value in fields]
@@ -271,6 +286,10 @@ def run_routes(args: argparse.Namespace) -> int:
 
 
 def run_route(args: argparse.Namespace) -> int:
+    if args.action is not None:  # an operator's action (actors/cli/route_actions.py)
+        return reported(f"route {args.route_id} {args.action}", lambda: print_acted(args))
+    if args.generation is not None:
+        raise CliError("--generation goes with an ACTION (retry-now, skip, ...)")
     route_id = valid_route_id(args.route_id)  # a bad id fails before connecting
     client, keys = open_redis(args)
     with client:
@@ -291,6 +310,17 @@ def run_route(args: argparse.Namespace) -> int:
     if args.history:
         print()
         _print_lines(history_lines(records))
+    return 0
+
+
+def print_acted(args: argparse.Namespace) -> int:
+    """Act on the route, then print the snapshot it produced as `recovery route ID` does."""
+    route = act_on_route(args)
+    now = args_now(args)
+    if args.json:
+        _print_json(route_json(route, now, full=True))
+    else:
+        _print_lines(route_lines(route, now))
     return 0
 
 

@@ -64,7 +64,9 @@ def installation_settings(args: argparse.Namespace) -> tuple[str, EngineSettings
     CliError when nothing is recorded, the key differs or there is no dispatcher."""
     found = installation(args)
     record = _wait_recorded(found.url, found.settings.keys, args.wait)
-    settings = EngineSettings.from_public(record.settings, found.config.installation_key)
+    settings = EngineSettings.from_public(
+        record.settings, found.config.installation_key, found.config.webhook_secret
+    )
     if settings.key_digest() != record.key_digest:
         raise CliError(
             "this process's installation key (RECOVERY_INSTALLATION_KEY) is not the "
@@ -73,6 +75,11 @@ def installation_settings(args: argparse.Namespace) -> tuple[str, EngineSettings
         )
     if settings.dispatcher is None:
         raise CliError(f"installation {settings.key_prefix!r} has no dispatcher to run")
+    if settings.dispatcher == "webhook" and not settings.webhook_secret:
+        raise CliError(
+            f"installation {settings.key_prefix!r} dispatches by webhook: its workers need "
+            "the webhook secret (RECOVERY_WEBHOOK_SECRET)"
+        )
     return found.url, settings
 
 

@@ -9,7 +9,10 @@ one pipeline, plans every command with one clock reading, and applies the planne
 transitions as one RouteStore.apply_many pipeline. A skip that left a route `switching`
 is completed the same way (one more pipeline for every such route). With circuits, the
 round's circuits are read (one pipeline) and its probe leases taken between the read and
-the plan, and the circuit side effects follow the durable transitions.
+the plan, and the circuit side effects follow the durable transitions. With a profile store, the
+stored profiles the round's routes follow (or its starts name) are read before the
+circuits, in one pipeline, and planned with (actors/routes/stored_profiles.py); a round
+with none reads nothing more.
 
 Outcomes are per item: the applied (or, for a command with nothing to do, the current)
 snapshot, or the exception that item raised — a typed rejection, an invalid command, a
@@ -19,10 +22,8 @@ rejection: when another writer won, the item is the route as it now is.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -30,6 +31,7 @@ from actors.engine.circuit_effects import CircuitEffects, Release
 from actors.engine.classifier import RoundClassifier
 from actors.engine.notice_lifecycle import Committed
 from actors.engine.requests import Outcome, answer_replays, record_unchanged, request_record
+from actors.engine.route_locks import RouteLocks
 from actors.errors import (
     CorruptRouteError,
     InvalidRouteIdError,
@@ -48,7 +50,10 @@ from actors.routes.commands import (
 )
 from actors.routes.models import RouteSnapshot, Transition
 from actors.routes.plan import plan
+from actors.routes.profile_board import ProfileBoard
 from actors.routes.quarantine import quarantine_of, quarantine_transition, salvaged_of
+from actors.routes.stored_profiles import followed_ids
+from actors.store.profile_store import ProfileStore
 from actors.store.route_store import RouteStore
 
 # A release is written in slot order, this many routes a batch: the first slots are armed
@@ -58,48 +63,6 @@ from actors.store.route_store import RouteStore
 RELEASE_BATCH: Final = 100
 
 log = logging.getLogger(__name__)
-
-
-class _Entry:
-    __slots__ = ("lock", "users")
-
-    def __init__(self) -> None:
-        self.lock = asyncio.Lock()
-        self.users = 0
-
-
-class RouteLocks:
-    """One lock per route, created on first use and dropped when its last user leaves,
-    so idle routes cost nothing here."""
-
-    def __init__(self) -> None:
-        self._entries: dict[str, _Entry] = {}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @asynccontextmanager
-    async def hold(self, route_id: str) -> AsyncIterator[None]:
-        entry = self._entries.get(route_id)
-        if entry is None:
-            entry = self._entries[route_id] = _Entry()
-        entry.users += 1
-        try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._entries[route_id]
-
-    @asynccontextmanager
-    async def hold_all(self, route_ids: Iterable[str]) -> AsyncIterator[None]:
-        """The locks of several routes, taken in sorted order (a fixed global order:
-        holders of several locks never wait on each other in a cycle)."""
-        async with AsyncExitStack() as stack:
-            for route_id in sorted(set(route_ids)):
-                await stack.enter_async_context(self.hold(route_id))
-            yield
 
 
 def rounds(items: Sequence[tuple[str, RouteCommand]]) -> list[list[int]]:
@@ -132,15 +95,19 @@ class BatchRunner:
         *,
         on_quarantined: Callable[[RouteSnapshot, str], None] | None = None,
         on_committed: Callable[[Sequence[Committed]], Awaitable[None]] | None = None,
+        profiles: ProfileStore | None = None,
     ) -> None:
         """`on_committed` follows each round's applied transitions once the round's route
-        locks are released (transcript notices: actors/engine/notice_lifecycle.py)."""
+        locks are released (transcript notices: actors/engine/notice_lifecycle.py).
+        `profiles`: where the stored profiles routes follow are read (None: such a route's
+        commands fail with ProfileNotReadError, nothing written)."""
         self.store = store
         self.locks = locks
         self._context = context
         self._on_applied = on_applied
         self._on_quarantined = on_quarantined
         self._on_committed = on_committed
+        self.profiles = profiles
         self.circuits = circuits
         if circuits is not None:  # a redelivered probe success releases through here too
             circuits.release_runner = self.release
@@ -253,6 +220,7 @@ class BatchRunner:
         if not items:
             return [], []
         try:
+            context = replace(context, profiles=await self._profiles(items, snapshots))
             board = await self._board(items, snapshots, context)
         except RecoveryError as error:
             return [error] * len(items), []
@@ -277,7 +245,18 @@ class BatchRunner:
     ) -> CircuitBoard | None:
         if self.circuits is None:
             return None
-        return await self.circuits.prepare(items, snapshots, context.now)
+        return await self.circuits.prepare(items, snapshots, context.now, context.profiles)
+
+    async def _profiles(
+        self, items: Sequence[tuple[str, RouteCommand]], snapshots: Sequence[RouteSnapshot]
+    ) -> ProfileBoard | None:
+        """The round's stored profiles at their current versions, read in one pipeline."""
+        wanted: set[str] = set()
+        for (_, command), snapshot in zip(items, snapshots, strict=True):
+            wanted |= followed_ids(command, snapshot)
+        if not wanted or self.profiles is None:
+            return None
+        return ProfileBoard(await self.profiles.revisions(wanted))
 
     def _plan(
         self,

@@ -66,7 +66,6 @@ from actors.engine.circuit_round import (
     Verdict,
 )
 from actors.engine.redelivery import Redelivery
-from actors.errors import CorruptProfileError
 from actors.routes.circuit_board import (
     REASON_RELEASED,
     CircuitBinding,
@@ -87,12 +86,12 @@ from actors.routes.commands import (
     RouteContext,
     SettleDispatch,
     SkipNow,
-    Start,
-    StartFresh,
 )
 from actors.routes.eligibility import candidate_resources
 from actors.routes.models import WAITING_STATES, RouteSnapshot
-from actors.routes.profiles import RouteProfile, profile_from_json
+from actors.routes.profile_board import ProfileBoard
+from actors.routes.profiles import RouteProfile
+from actors.routes.stored_profiles import choosing_profile
 from actors.store.circuit_store import CircuitStore
 from circuits import ResourceKey
 
@@ -138,10 +137,16 @@ class CircuitEffects:
     # -- before planning --------------------------------------------------------------
 
     async def prepare(
-        self, items: Items, snapshots: Sequence[RouteSnapshot], now: datetime
+        self,
+        items: Items,
+        snapshots: Sequence[RouteSnapshot],
+        now: datetime,
+        profiles: ProfileBoard | None = None,
     ) -> CircuitBoard:
         """The round's board: its circuits read in one pipeline, its probe leases taken.
-        A Redis error raises (the round's items fail with it: nothing was written)."""
+        `profiles`: the stored profiles the round's routes follow (their current versions
+        are what a start or a skip chooses from). A Redis error raises (the round's items
+        fail with it: nothing was written)."""
         wanted: dict[str, ResourceKey] = {}
         choosing: _Choosable = {}
         for (_, command), snapshot in zip(items, snapshots, strict=True):
@@ -155,31 +160,31 @@ class CircuitEffects:
                 key = candidate_key(snapshot, self.binding)
                 if key is not None:
                     wanted.update(covering(key))
-            wanted.update(self._choosable(command, snapshot, choosing))
+            wanted.update(self._choosable(command, snapshot, choosing, profiles))
         views = await self.circuits.views(list(wanted.values())) if wanted else []
         board = CircuitBoard(self.binding, views)
-        await take_probes(self.port, board, items, snapshots, now, self.binding.probe_ttl_s)
+        await take_probes(
+            self.port, board, items, snapshots, now, self.binding.probe_ttl_s, profiles=profiles
+        )
         return board
 
     def _choosable(
-        self, command: RouteCommand, snapshot: RouteSnapshot, seen: _Choosable
+        self,
+        command: RouteCommand,
+        snapshot: RouteSnapshot,
+        seen: _Choosable,
+        profiles: ProfileBoard | None,
     ) -> dict[str, ResourceKey]:
         """The circuits of the candidates a command may choose among (a failure may skip,
         a skip-now does, a start picks one): read with the round's, so the choice sees
         them. `seen` keeps them per profile and exclusion set (a round's routes mostly
         share one parsed profile); it holds the profile, so its id stays its own."""
+        profile = choosing_profile(command, snapshot, profiles)
+        if profile is None:
+            return {}  # it chooses nothing, or the planner refuses or stops it
         excluded: frozenset[str] = frozenset()
-        if isinstance(command, Start | StartFresh) and command.profile is not None:
-            profile: RouteProfile = command.profile
-        elif isinstance(command, ReportFailure | SkipNow | StartFresh):
-            try:
-                profile = profile_from_json(snapshot.route_id, snapshot.profile)
-            except CorruptProfileError:
-                return {}  # the planner stops such a route
-            if not isinstance(command, StartFresh):
-                excluded = frozenset(snapshot.cycle.skipped)
-        else:
-            return {}
+        if isinstance(command, ReportFailure | SkipNow):
+            excluded = frozenset(snapshot.cycle.skipped)
         found = seen.get((id(profile), excluded))
         if found is None:
             found = seen[(id(profile), excluded)] = (

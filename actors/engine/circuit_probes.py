@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from actors.engine.circuit_round import CircuitPort
-from actors.errors import CorruptProfileError
 from actors.routes.circuit_board import CircuitBoard, profile_candidate_key
 from actors.routes.commands import RouteCommand, Start, StartFresh
 from actors.routes.eligibility import ordered
 from actors.routes.models import RouteSnapshot
 from actors.routes.parking import would_dispatch_now
-from actors.routes.profiles import profile_from_json
+from actors.routes.profile_board import ProfileBoard
+from actors.routes.stored_profiles import choosing_profile
 from circuits import DenialReason, ProbeDenied, ProbeGrant, machine
 
 Items = Sequence[tuple[str, RouteCommand]]
@@ -38,14 +38,17 @@ async def take_probes(  # noqa: PLR0917 - the round, spelled out
     snapshots: Sequence[RouteSnapshot],
     now: datetime,
     ttl_s: float,
+    *,
+    profiles: ProfileBoard | None = None,
 ) -> None:
     """Take the round's probe leases into `board` (module docstring) from the circuits'
-    owner, each lease for `ttl_s`."""
+    owner, each lease for `ttl_s`; a start chooses from the current versions of the
+    stored profiles in `profiles`."""
     taker = _Taker(circuits, board, now, ttl_s)
     for (route_id, command), snapshot in zip(items, snapshots, strict=True):
         holder = f"{route_id}:{snapshot.generation}:{snapshot.attempt_ordinal}"
         if isinstance(command, Start | StartFresh):
-            await taker.for_start(command, snapshot, holder)
+            await taker.for_start(command, snapshot, holder, profiles)
             continue
         if not would_dispatch_now(command, snapshot, now):
             continue
@@ -67,14 +70,17 @@ class _Taker:
         self.asked: set[str] = set()
 
     async def for_start(
-        self, command: Start | StartFresh, snapshot: RouteSnapshot, holder: str
+        self,
+        command: Start | StartFresh,
+        snapshot: RouteSnapshot,
+        holder: str,
+        profiles: ProfileBoard | None = None,
     ) -> None:
         """The lease of the first not-closed candidate circuit (before any closed one)
         whose probe is due, for this start: it probes instead of avoiding it forever."""
-        try:
-            profile = command.profile or profile_from_json(snapshot.route_id, snapshot.profile)
-        except CorruptProfileError:
-            return  # the planner refuses such a start fresh
+        profile = choosing_profile(command, snapshot, profiles)
+        if profile is None:
+            return  # the planner refuses such a start
         for candidate in ordered(profile, None):
             key = profile_candidate_key(profile, candidate.id, self.board.binding)
             park = self.board.blocking(key, self.now)

@@ -15,7 +15,8 @@ variable counts as unset. Every setting, with its TOML key and environment varia
     hosts           RECOVERY_HOSTS             2 route host actors
     circuit_hosts   RECOVERY_CIRCUIT_HOSTS     1 circuit host actor (0 to 16; 0: the
                                                route hosts write circuits themselves)
-    dispatcher      RECOVERY_DISPATCHER        none: no dispatch ("module:callable")
+    dispatcher      RECOVERY_DISPATCHER        none: no dispatch ("module:callable", or
+                                               "webhook": the built-in webhook dispatcher)
     workers         RECOVERY_WORKERS           1 rq worker process (with a dispatcher;
                                                0: none here, `recovery workers` elsewhere)
     queue           RECOVERY_QUEUE             <key_prefix>-dispatch
@@ -52,6 +53,14 @@ variable counts as unset. Every setting, with its TOML key and environment varia
                     RECOVERY_CIRCUIT_MAX_BACKOFF_S          3600 (the backoff's cap)
     circuit_probe_ttl_s
                     RECOVERY_CIRCUIT_PROBE_TTL_S            300 (a probe lease's lifetime)
+    webhook_url     RECOVERY_WEBHOOK_URL       none (with dispatcher "webhook": where each
+                                               due attempt is POSTed; http(s), no credentials)
+    webhook_secret  RECOVERY_WEBHOOK_SECRET    none (the HMAC-SHA256 key of its signature,
+                                               >= 16 characters; never shown or recorded)
+    webhook_timeout_s
+                    RECOVERY_WEBHOOK_TIMEOUT_S              10 (0.1 to 600 s for the connect and
+                                                            for the answer; below the dispatch
+                                                            timeout)
     api_address     RECOVERY_API_ADDRESS       127.0.0.1:8484: where `recovery up` serves the
                                                HTTP API (HOST:PORT, [IPV6]:PORT; port 0:
                                                any free one; `off`: no API)
@@ -93,6 +102,7 @@ from actors.engine.config_values import (
     parse_circuit_hosts,
     parse_count,
     parse_dispatch_timeout,
+    parse_dispatcher,
     parse_import_path,
     parse_key_prefix,
     parse_optional,
@@ -102,10 +112,14 @@ from actors.engine.config_values import (
     parse_queue,
     parse_redis_url,
     parse_text,
+    parse_webhook_secret,
+    parse_webhook_timeout,
+    parse_webhook_url,
 )
 from actors.engine.settings import (
     DEFAULT_CIRCUIT_HOSTS,
     DEFAULT_DISPATCH_TIMEOUT_S,
+    DEFAULT_WEBHOOK_TIMEOUT_S,
     EngineSettings,
 )
 from actors.errors import RecoveryError
@@ -124,7 +138,7 @@ _ROUTE_DEFAULTS: Final = RouteSettings()
 _CIRCUIT_DEFAULTS: Final = CircuitSettings()
 
 
-SECRET_SETTINGS: Final = frozenset({"redis_url", "installation_key", "api_token"})
+SECRET_SETTINGS: Final = frozenset({"redis_url", "installation_key", "webhook_secret", "api_token"})
 """Settings whose value may hold a secret: a refusal never carries it (WITHHELD instead)."""
 WITHHELD: Final = "<withheld>"
 
@@ -162,7 +176,7 @@ class RuntimeConfig(BaseModel):
     ray_host: Annotated[str, BeforeValidator(parse_text)] = "127.0.0.1"
     hosts: PositiveInt = DEFAULT_HOSTS
     circuit_hosts: Annotated[int, BeforeValidator(parse_circuit_hosts)] = DEFAULT_CIRCUIT_HOSTS
-    dispatcher: Annotated[str | None, BeforeValidator(parse_optional(parse_import_path))] = None
+    dispatcher: Annotated[str | None, BeforeValidator(parse_optional(parse_dispatcher))] = None
     workers: Annotated[int, BeforeValidator(parse_count)] = DEFAULT_WORKER_COUNT
     queue: Annotated[str | None, BeforeValidator(parse_optional(parse_queue))] = None
     dispatch_timeout_s: Annotated[float, BeforeValidator(parse_dispatch_timeout)] = (
@@ -186,6 +200,13 @@ class RuntimeConfig(BaseModel):
     circuit_initial_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.initial_backoff_s
     circuit_max_backoff_s: PositiveSeconds = _CIRCUIT_DEFAULTS.max_backoff_s
     circuit_probe_ttl_s: PositiveSeconds = DEFAULT_PROBE_TTL_S
+    webhook_url: Annotated[str | None, BeforeValidator(parse_optional(parse_webhook_url))] = None
+    webhook_secret: Annotated[str | None, BeforeValidator(parse_optional(parse_webhook_secret))] = (
+        Field(default=None, repr=False)
+    )
+    webhook_timeout_s: Annotated[float, BeforeValidator(parse_webhook_timeout)] = (
+        DEFAULT_WEBHOOK_TIMEOUT_S
+    )
     api_address: Annotated[str, BeforeValidator(parse_api_address)] = DEFAULT_API_ADDRESS
     api_token: Annotated[str | None, BeforeValidator(parse_optional(parse_text))] = Field(
         default=None, repr=False
@@ -202,6 +223,8 @@ class RuntimeConfig(BaseModel):
             queue_name=self.queue, dispatch_timeout_s=self.dispatch_timeout_s,
             circuit_hosts=self.circuit_hosts, transcript=self.transcript,
             authoriser=self.authoriser, transcript_maxlen=self.transcript_maxlen,
+            webhook_url=self.webhook_url, webhook_secret=self.webhook_secret,
+            webhook_timeout_s=self.webhook_timeout_s,
         )  # fmt: skip
 
     def api(self) -> ApiAddress | None:
@@ -292,7 +315,28 @@ def _validated(given: Mapping[str, _Given]) -> RuntimeConfig:
         value = WITHHELD if name in SECRET_SETTINGS else given[name].value
         raise ConfigError(given[name].source, name, value, reason) from None
     _check_circuits(config, given)
+    _check_webhook(config, given)
     return config
+
+
+def _check_webhook(config: RuntimeConfig, given: Mapping[str, _Given]) -> None:
+    """The webhook dispatcher needs its URL and secret, and answers within the dispatch
+    timeout."""
+    if config.dispatcher != "webhook":
+        return
+    source = given["dispatcher"].source
+    for name in ("webhook_url", "webhook_secret"):
+        if getattr(config, name) is None:
+            raise ConfigError(
+                source, "dispatcher", "webhook",
+                f"the webhook dispatcher needs {name} ({setting_env(name)})",
+            )  # fmt: skip
+    if config.webhook_timeout_s >= config.dispatch_timeout_s:
+        where = given.get("webhook_timeout_s", given["dispatcher"]).source
+        raise ConfigError(
+            where, "webhook_timeout_s", config.webhook_timeout_s,
+            f"must be below dispatch_timeout_s ({config.dispatch_timeout_s:g} s)",
+        )  # fmt: skip
 
 
 def _check_circuits(config: RuntimeConfig, given: Mapping[str, _Given]) -> None:

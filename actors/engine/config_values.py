@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final, Self
+from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator
 
@@ -26,6 +27,7 @@ _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = rf"{_IDENTIFIER}(?:\.{_IDENTIFIER})*"
 _DISPATCHER = re.compile(rf"{_DOTTED}:{_DOTTED}")
 _QUEUE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+MIN_WEBHOOK_SECRET_CHARS: Final = 16
 _TRUE: Final = frozenset({"true", "yes", "on", "1"})
 _FALSE: Final = frozenset({"false", "no", "off", "0"})
 DEFAULT_API_ADDRESS: Final = "127.0.0.1:8484"
@@ -117,6 +119,48 @@ def parse_import_path(value: object) -> str:
     if isinstance(value, str) and _DISPATCHER.fullmatch(value.strip()):
         return value.strip()
     raise ValueError(f"must be an import path 'package.module:callable', got {value!r}")
+
+
+def parse_dispatcher(value: object) -> str:
+    """A dispatcher: `webhook` (the built-in one) or an import path."""
+    if isinstance(value, str) and value.strip() == "webhook":
+        return "webhook"
+    try:
+        return parse_import_path(value)
+    except ValueError:
+        raise ValueError(
+            f"must be 'webhook' or an import path 'package.module:callable', got {value!r}"
+        ) from None
+
+
+def parse_webhook_url(value: object) -> str:
+    """An http(s) URL with a host and no credentials in it (they belong in the secret)."""
+    text = value.strip() if isinstance(value, str) else ""
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be an http:// or https:// URL with a host, got {value!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not carry credentials (put them in webhook_secret)")
+    try:
+        parts.port  # noqa: B018 - reading it validates it
+    except ValueError:
+        raise ValueError(f"has a bad port, got {value!r}") from None
+    return text
+
+
+def parse_webhook_secret(value: object) -> str:
+    """A shared secret of at least 16 characters (never shown)."""
+    if isinstance(value, str) and len(value.strip()) >= MIN_WEBHOOK_SECRET_CHARS:
+        return value.strip()
+    raise ValueError(f"must be at least {MIN_WEBHOOK_SECRET_CHARS} characters")
+
+
+def parse_webhook_timeout(value: object) -> float:
+    """Seconds from 0.1 to 600."""
+    seconds = parse_positive_float(value)
+    if not 0.1 <= seconds <= 600:
+        raise ValueError(f"must be between 0.1 and 600 seconds, got {value!r}")
+    return seconds
 
 
 def parse_queue(value: object) -> str:

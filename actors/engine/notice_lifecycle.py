@@ -5,7 +5,10 @@ none). After each round of transitions is durable and its route locks are releas
 calls never run under them; actors/engine/batch.py calls `committed`), in commit order per
 route, through the session guards of SessionNotices (actors/engine/session_notices.py):
 
-- a start is an accepted prompt (the session is owned);
+- a start is an accepted prompt (the session is owned), and so is a delivered dispatch
+  (`delivered`: the dispatch job's ledger says the dispatcher took the attempt; the job
+  announces it on the owning host's wake stream, actors/store/wakes.py, and the host
+  accepts it once Redis confirms the route is still retrying that attempt);
 - a transition that leaves the route waiting for an attempt with a deadline (a retry, a
   reset wait, a park on a circuit, a release slot) writes that attempt's one notice, the
   same message reused from attempt N to N+1 (update, not insert), fenced on the attempt:
@@ -41,7 +44,7 @@ from actors.engine.session_notices import SessionNotices
 from actors.errors import CorruptProfileError, TransitionRejectedError, error_text
 from actors.keys import AttemptFence
 from actors.routes.commands import CancelWait, RouteCommand, Start, StopRoute
-from actors.routes.models import WAITING_STATES, RouteSnapshot
+from actors.routes.models import WAITING_STATES, RouteSnapshot, attempt_retrying
 from actors.routes.notices import RecoveryFacts, RetryFacts, recovery_message, retry_notice
 from actors.routes.profiles import ConcreteProfile, profile_from_json
 
@@ -112,6 +115,33 @@ class RouteNotices:
             written = await self.notices.write_attempt(task, attempt, retry_notice(_facts(after)))
             if written.status != "refused":
                 await self.notices.arm_retry(attempt)
+
+    async def delivered(self, attempts: Sequence[AttemptFence], read: ReadSnapshot) -> None:
+        """The dispatches of `attempts` were delivered: each is its session's accepted
+        prompt, if the route (read with `read`, under the session's guard) is still
+        `retrying` that attempt and has a task. The announcement may arrive after the
+        attempt's outcome was reported, or after its session's entry was reclaimed: the
+        read refuses it then, as the guard refuses a retired or superseded attempt, so a
+        late delivery never owns a session again. Never raises (failures are logged)."""
+        results = await asyncio.gather(
+            *(self._delivered(attempt, read) for attempt in attempts), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, Exception):
+                log.warning("a delivered dispatch was not followed: %s", error_text(result))
+
+    async def _delivered(self, attempt: AttemptFence, read: ReadSnapshot) -> bool:
+        async def confirmed() -> ExecutionIdentity | None:
+            snapshot = await read(attempt.route_id)
+            if snapshot.task_id is None or not attempt_retrying(snapshot, attempt):
+                return None
+            return ExecutionIdentity.of(
+                task_id=snapshot.task_id, session_id=attempt.route_id,
+                execution_id=snapshot.invocation_id, generation=attempt.generation,
+                attempt_ordinal=attempt.ordinal,
+            )  # fmt: skip
+
+        return await self.notices.accept_confirmed(attempt.route_id, confirmed)
 
     async def cancel_transient_retry(
         self,

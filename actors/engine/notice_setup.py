@@ -1,7 +1,8 @@
 """The notices of a host or a worker engine, built from the installation's settings: the
 transcript port (`transcript`: the orchestrator's `module:factory`, else the Redis one on
 its own bounded pool), the authoriser (`authoriser`, else the task each route recorded at
-its start) and the process's session guards, on the running loop."""
+its start) and the process's session guards, whose fences run on the running loop (or on
+the scheduler given: a test's ManualScheduler)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from redis.asyncio import Redis
 from actors.clock import Clock
 from actors.engine.notice_lifecycle import RouteNotices
 from actors.engine.plugins import load_authoriser, load_transcript
-from actors.engine.schedulers import LoopScheduler
+from actors.engine.schedulers import LoopScheduler, Scheduler
 from actors.engine.session_guards import SessionGuards
 from actors.engine.session_notices import SessionNotices
 from actors.engine.settings import EngineSettings
@@ -24,7 +25,12 @@ TRANSCRIPT_TIMEOUT_S: Final = 5.0
 
 
 def route_notices(
-    url: str, settings: EngineSettings, store: RouteStore, clock: Clock
+    url: str,
+    settings: EngineSettings,
+    store: RouteStore,
+    clock: Clock,
+    *,
+    scheduler: Scheduler | None = None,
 ) -> tuple[RouteNotices, Redis]:
     """The notices of a process writing with `settings`, and the Redis client they use
     (the caller closes it). Raises PluginLoadError naming a `transcript` or `authoriser`
@@ -41,5 +47,5 @@ def route_notices(
         maxlen=settings.transcript_maxlen,
     )  # fmt: skip
     authoriser = load_authoriser(settings.authoriser, recorded_task=recorded_task)
-    guards = SessionGuards(clock, LoopScheduler())
+    guards = SessionGuards(clock, scheduler or LoopScheduler())
     return RouteNotices(SessionNotices(transcript, guards), authoriser), client

@@ -3,7 +3,8 @@
 - `RECOVERY_TRANSCRIPT`: a zero-argument factory returning a TranscriptPort (the
   orchestrator's task service); unset, the Redis transcript.
 - `RECOVERY_AUTHORISER`: a zero-argument factory returning an Authoriser; unset, the
-  recorded-task authoriser.
+  recorded-task authoriser. Its `authorise_profile_edit`, when it has one, must be async
+  too; without one, profile edits are denied (a warning says so at load).
 
 A spec that does not load raises PluginLoadError naming the setting, the spec and why, at
 start-up rather than at the first notice.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
@@ -33,8 +35,11 @@ AUTHORISER_SETTING: Final = "RECOVERY_AUTHORISER"
 _TRANSCRIPT_METHODS: Final = ("list_session_messages", "create_message", "update_message",
                               "delete_message")  # fmt: skip
 _AUTHORISER_METHODS: Final = ("authorise",)
+PROFILE_EDIT_METHOD: Final = "authorise_profile_edit"
 
 P = TypeVar("P")
+
+log = logging.getLogger(__name__)
 
 
 def load_factory(setting: str, spec: str) -> Callable[[], Any]:
@@ -94,4 +99,11 @@ def load_authoriser(spec: str | None, *, recorded_task: RecordedTask) -> Authori
     `recorded_task`."""
     if spec is None:
         return RecordedTaskAuthoriser(recorded_task)
-    return _made(AUTHORISER_SETTING, spec, Authoriser, _AUTHORISER_METHODS)  # type: ignore[type-abstract]  # as above
+    made = _made(AUTHORISER_SETTING, spec, Authoriser, _AUTHORISER_METHODS)  # type: ignore[type-abstract]  # as above
+    edit = getattr(made, PROFILE_EDIT_METHOD, None)
+    if edit is None:
+        log.warning("%s=%s has no %s: every profile edit is denied", AUTHORISER_SETTING, spec,
+                    PROFILE_EDIT_METHOD)  # fmt: skip
+    elif not inspect.iscoroutinefunction(edit):
+        raise PluginLoadError(AUTHORISER_SETTING, spec, f"its {PROFILE_EDIT_METHOD} is not async")
+    return made

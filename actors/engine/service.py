@@ -34,10 +34,11 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from actors.clock import Clock
-from actors.engine.batch import BatchRunner, RouteLocks
+from actors.engine.batch import BatchRunner
 from actors.engine.circuit_effects import CircuitEffects, Release
 from actors.engine.notice_lifecycle import CancelOutcome, RouteNotices
 from actors.engine.requests import Outcome
+from actors.engine.route_locks import RouteLocks
 from actors.errors import CorruptRouteError, InvalidCommandError, TransitionRejectedError
 from actors.keys import AttemptFence
 from actors.routes.commands import (
@@ -61,6 +62,7 @@ from actors.routes.models import AttemptRecord, RouteSnapshot, ScheduleEntry
 from actors.routes.profiles import RouteProfile
 from actors.routes.quarantine import quarantine_of
 from actors.routes.steps import LIVE
+from actors.store.profile_store import ProfileStore
 from actors.store.route_store import RouteStore
 from catalogue import Classification, Evidence
 from policy import TurnEvidence
@@ -86,12 +88,16 @@ class RouteService:
         locks: RouteLocks | None = None,
         on_quarantined: Callable[[RouteSnapshot, str], None] | None = None,
         notices: RouteNotices | None = None,
+        profiles: ProfileStore | None = None,
     ) -> None:
         """`locks`: shared with other services writing the same routes in this process
         (a worker's services per host), so each route's transitions stay serial.
         `on_quarantined(snapshot, field)` sees every route quarantined (metrics).
-        `notices`: the transcript notices of routes started with a task id."""
+        `notices`: the transcript notices of routes started with a task id. `profiles`:
+        the stored profiles routes started by profile id follow (None: the profile store
+        on the route store's own client and prefix)."""
         self.store = store
+        self.profiles = profiles or ProfileStore(store.client, clock=clock, keys=store.keys)
         self.settings = settings or RouteSettings()
         self._clock = clock
         self.locks = locks or RouteLocks()
@@ -100,7 +106,7 @@ class RouteService:
         self._runner = BatchRunner(
             store, self.locks, self._context, on_applied, circuits,
             on_quarantined=on_quarantined,
-            on_committed=None if notices is None else notices.committed,
+            on_committed=None if notices is None else notices.committed, profiles=self.profiles,
         )  # fmt: skip
 
     # Starting and reporting
@@ -108,7 +114,7 @@ class RouteService:
     async def start(
         self,
         route_id: str,
-        profile: RouteProfile,
+        profile: RouteProfile | None = None,
         *,
         caller: str,
         invocation_id: str,
@@ -117,14 +123,16 @@ class RouteService:
         task_id: str | None = None,
         utility: bool = False,
         recovery_deadline: datetime | None = None,
+        profile_id: str | None = None,
     ) -> RouteSnapshot:
         """A new route on the profile's first enabled candidate, generation 1. Every
         command takes an optional `request_id`: a request applied before is not applied
         again, and answers its first outcome's snapshot. `task_id`: the orchestrator's
-        task of the session (its transcript notices are written for it)."""
+        task of the session (its transcript notices are written for it). `profile_id`
+        instead of `profile`: the route follows that stored profile."""
         command = Start(
             profile, caller, invocation_id, provider_session_id, request_id, task_id, utility,
-            recovery_deadline,
+            recovery_deadline, profile_id,
         )  # fmt: skip
         return await self._run(route_id, command)
 
@@ -188,8 +196,11 @@ class RouteService:
         *,
         request_id: str | None = None,
         recovery_deadline: datetime | None = None,
+        profile_id: str | None = None,
     ) -> RouteSnapshot:
-        command = StartFresh(expected_generation, profile, request_id, recovery_deadline)
+        command = StartFresh(
+            expected_generation, profile, request_id, recovery_deadline, profile_id
+        )
         return await self._run(route_id, command)
 
     async def close(

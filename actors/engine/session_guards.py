@@ -38,6 +38,7 @@ from actors.clock import Clock
 from actors.engine.schedulers import Scheduler
 from actors.engine.session_state import (
     ExecutionIdentity,
+    GuardView,
     Reservation,
     Retirement,
     RetryEntry,
@@ -50,6 +51,7 @@ from actors.keys import AttemptFence, valid_route_id
 __all__ = [
     "LATE_EVENT_FENCE",
     "ExecutionIdentity",
+    "GuardView",
     "HeldSession",
     "Reservation",
     "Retirement",
@@ -78,6 +80,19 @@ class SessionGuards:
     def live_entries(self) -> int:
         """Entries in the table (a gauge)."""
         return len(self._entries)
+
+    def counts(self) -> dict[str, int]:
+        """The table in numbers: live entries (`guards`), those an accepted prompt or a
+        retry owns (`guards_owned`) and those past their fence (`guards_past_fence`: 0
+        unless reclamation is broken)."""
+        owned = sum(1 for entry in self._entries.values() if entry.owned)
+        past = len(self.entries_past_fence())
+        return {"guards": self.live_entries, "guards_owned": owned, "guards_past_fence": past}
+
+    def view(self, session_id: str) -> GuardView | None:
+        """The session's entry as it stands (None: it has none)."""
+        entry = self._entries.get(session_id)
+        return None if entry is None else entry.view()
 
     @property
     def entries(self) -> Mapping[str, SessionEntry]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from actors.engine.notices import NOT_LOOKED, NoticeResolver, NoticeWriter, Resolution, WriteOutcome
@@ -38,7 +39,8 @@ class NoticeTally:
     retired: notices deleted by retirements; duplicates_repaired: extra notices a write
     deleted; cleanup_failures: listings and deletions that failed (at a retirement or a
     write's duplicate repair); recovery_messages / recovery_failures: manual-recovery
-    messages created / not created."""
+    messages created / not created; prompts: accepted prompts (starts and delivered
+    dispatches that owned their session)."""
 
     written: int = 0
     refused: int = 0
@@ -48,6 +50,7 @@ class NoticeTally:
     cleanup_failures: int = 0
     recovery_messages: int = 0
     recovery_failures: int = 0
+    prompts: int = 0
 
 
 class SessionNotices:
@@ -66,7 +69,22 @@ class SessionNotices:
         if identity is None:
             return False
         async with self.guards.hold(identity.session_id) as held:
-            return held.accept_prompt(identity)
+            accepted = held.accept_prompt(identity)
+        self.tally.prompts += accepted
+        return accepted
+
+    async def accept_confirmed(
+        self, session_id: str, confirm: Callable[[], Awaitable[ExecutionIdentity | None]]
+    ) -> bool:
+        """Prompt evidence that must be confirmed first (a delivered dispatch, announced
+        after the fact): `confirm()` (a store read: the identity, or None when the evidence
+        no longer holds) runs under the session's guard. A transition committed after the
+        read has its notice work run after the acceptance (it waits for the guard), so it
+        retires what was accepted; one committed before it is what the read sees."""
+        async with self.guards.hold(session_id) as held:
+            accepted = held.accept_prompt(await confirm())
+        self.tally.prompts += accepted
+        return accepted
 
     async def write_attempt(
         self, task_id: str, attempt: AttemptFence, notice: NoticeContent

@@ -13,6 +13,7 @@ from actors.keys import AttemptFence
 
 __all__ = [
     "ExecutionIdentity",
+    "GuardView",
     "Reservation",
     "Retirement",
     "RetryEntry",
@@ -107,6 +108,22 @@ class Retirement:
     retry_remains: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class GuardView:
+    """One session's entry as it stands: what owns it (its prompt's attempt, its retry's
+    and whether that is armed), its retired watermark, its late-event fence, how many
+    callers use it and whether it was closed. A value, for a host's introspection."""
+
+    session_id: str
+    prompt: AttemptFence | None
+    retry: AttemptFence | None
+    retry_armed: bool
+    watermark: AttemptFence | None
+    fence_until: datetime | None
+    users: int
+    closed: bool
+
+
 class SessionEntry:
     """One session's guard state (read it in tests; change it through `HeldSession`)."""
 
@@ -129,6 +146,13 @@ class SessionEntry:
     @property
     def owned(self) -> bool:
         return self.prompt is not None or self.retry is not None
+
+    def view(self) -> GuardView:
+        prompt = None if self.prompt is None else self.prompt.attempt
+        return GuardView(
+            self.session_id, prompt, self.retry_attempt, self.retry_armed, self.watermark,
+            self.fence_until, self.users, self.closed,
+        )  # fmt: skip
 
     @property
     def retry_attempt(self) -> AttemptFence | None:

@@ -45,6 +45,10 @@ CIRCUIT_HOSTS_RANGE: Final = (0, 16)
 # Long enough for a circuit host to wake a parked route through a route host being
 # restarted (~1-3 s) and for the woken route's probe to take the lease.
 OWNER_WAKE_MARGIN_S: Final = 30.0
+# The webhook dispatcher's bound on its connect and on the receiver's answer.
+DEFAULT_WEBHOOK_TIMEOUT_S: Final = 10.0
+# Settings that never leave the process in `public()` (nor in a repr).
+_SECRETS: Final = frozenset({"installation_key", "webhook_secret"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,9 @@ class EngineSettings:
     transcript: str | None = None
     authoriser: str | None = None
     transcript_maxlen: int = DEFAULT_TRANSCRIPT_MAXLEN
+    webhook_url: str | None = None
+    webhook_timeout_s: float = DEFAULT_WEBHOOK_TIMEOUT_S
+    webhook_secret: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         KeySpace(self.key_prefix)  # validates the prefix
@@ -87,6 +94,9 @@ class EngineSettings:
             raise ValueError(f"events_maxlen must be >= 1, got {self.events_maxlen}")
         if self.transcript_maxlen < 1:
             raise ValueError(f"transcript_maxlen must be >= 1, got {self.transcript_maxlen}")
+        webhook = self.webhook_timeout_s
+        if isinstance(webhook, bool) or not isinstance(webhook, int | float) or not webhook > 0:
+            raise ValueError(f"webhook_timeout_s must be > 0 seconds, got {webhook!r}")
         if not self.probe_ttl_s > 0:
             raise ValueError(f"probe_ttl_s must be > 0, got {self.probe_ttl_s}")
         low, high = DISPATCH_TIMEOUT_RANGE_S
@@ -120,9 +130,8 @@ class EngineSettings:
 
     def to_environment(self) -> dict[str, str]:
         """The variable that hands these settings to a worker process."""
-        return {
-            SETTINGS_ENV: json.dumps({**self.public(), "installation_key": self.installation_key})
-        }
+        secrets = {"installation_key": self.installation_key, "webhook_secret": self.webhook_secret}
+        return {SETTINGS_ENV: json.dumps({**self.public(), **secrets})}
 
     def public(self) -> dict[str, Any]:
         """Every setting but the installation key, as JSON values (what an installation
@@ -130,7 +139,7 @@ class EngineSettings:
         values: dict[str, Any] = {
             name: getattr(self, name)
             for name in self.__dataclass_fields__
-            if name not in {"circuit_settings", "installation_key"}
+            if name != "circuit_settings" and name not in _SECRETS
         }
         values["circuit_settings"] = self.circuit_settings.model_dump(mode="json")
         return values
@@ -142,11 +151,16 @@ class EngineSettings:
         return hmac.new(key, _DIGEST_LABEL, hashlib.sha256).hexdigest()[:32]
 
     @classmethod
-    def from_public(cls, values: Mapping[str, Any], installation_key: str | None) -> EngineSettings:
-        """The settings `public()` gave, with the installation key (not recorded)."""
+    def from_public(
+        cls,
+        values: Mapping[str, Any],
+        installation_key: str | None,
+        webhook_secret: str | None = None,
+    ) -> EngineSettings:
+        """The settings `public()` gave, with the secrets (not recorded)."""
         found = dict(values)
         found["circuit_settings"] = CircuitSettings.model_validate(found["circuit_settings"])
-        return cls(**found, installation_key=installation_key)
+        return cls(**found, installation_key=installation_key, webhook_secret=webhook_secret)
 
     def first_difference(self, other: EngineSettings) -> tuple[str, object, object] | None:
         """The first setting (in declaration order) whose values differ, as (name, this

@@ -15,6 +15,9 @@ A host:
   the route host that owns each parked route and tells each route host which of its
   routes to arm and when (`RouteHost.arm_release`); a delivery that fails is sent again
   with capped exponential delays until it is taken or its slots are long past.
+- takes an operator's overrides (`override`: open until a time, or close; reached by
+  actors/hosting/circuit_handle.py): the same fenced write, recorded on the circuit events
+  stream, and a close releases the parked routes exactly as a probe success does.
 
 Redis stays the truth: the host keeps nothing a restart would lose. On every start
 (including restarts by Ray, `max_restarts=-1`) it reads the circuits it owns, publishes
@@ -43,7 +46,7 @@ from actors.engine.settings import EngineSettings
 from actors.errors import RecoveryError, error_text
 from actors.hosting.metrics import circuit_metrics
 from actors.hosting.names import NAMESPACE, Owners, host_name
-from actors.routes.circuit_models import CircuitView
+from actors.routes.circuit_models import CircuitOverride, CircuitView, OverrideOutcome
 from actors.store.circuit_store import CircuitStore
 from circuits import CircuitStatus, ProbeDenied, ProbeGrant, ReleasePlan, ResourceKey
 
@@ -78,7 +81,7 @@ class CircuitHost:
         binding = settings.circuit_binding()
         self._store = CircuitStore.connect(
             redis_url, keys=settings.keys, settings=binding.settings,
-            max_connections=STORE_CONNECTIONS,
+            max_connections=STORE_CONNECTIONS, events_maxlen=settings.events_maxlen,
         )  # fmt: skip
         self._metrics = circuit_metrics()
         self._circuits = LocalCircuits(self._store, self._metrics)
@@ -141,6 +144,31 @@ class CircuitHost:
         for parking in round_.parks:
             self._waker.watch(parking.resource, if_new=True)
         return applied.undelivered
+
+    async def override(
+        self, resource: ResourceKey, override: CircuitOverride
+    ) -> OverrideOutcome | RecoveryError:
+        """An operator's override of `resource`'s circuit (open until a time, or close),
+        applied now by this host's clock with the store's fenced write, which records
+        its event. A close releases the routes parked then, as a probe success does (the
+        delivery goes on in the background). A refusal is the answer, as a value (the
+        circuit handle raises it): InvalidCircuitInputError for an `until` not after now
+        or beyond max_open_s, StoreUnavailableError when Redis failed (nothing written)."""
+        await self._ready
+        try:
+            outcome = await self._store.override(resource, override, self._clock.now())
+        except RecoveryError as error:
+            return error
+        if outcome.changed:
+            self._metrics.state_change(outcome.view.status.value, resource.label)
+            log.info(
+                "circuit %s overridden by an operator: %s (event %s)",
+                resource.label, outcome.view.status.value, outcome.event_id,
+            )  # fmt: skip
+        if outcome.release is not None and outcome.release.slots:
+            self._deliver((resource, outcome.release))
+        self._waker.watch(resource)  # a new probe time, or closed: no longer watched
+        return outcome
 
     # -- probe wakes -----------------------------------------------------------------------
 

@@ -78,7 +78,7 @@ class RouteHandle:
 
     async def start(
         self,
-        profile: RouteProfile,
+        profile: RouteProfile | None = None,
         *,
         caller: str,
         invocation_id: str,
@@ -87,6 +87,7 @@ class RouteHandle:
         task_id: str | None = None,
         utility: bool = False,
         recovery_deadline: datetime | None = None,
+        profile_id: str | None = None,
     ) -> RouteSnapshot:
         """A new route on the profile's first eligible candidate, generation 1; its
         `next_step` says what to do (`run`: launch the turn on its candidate; `wait`: the
@@ -100,11 +101,15 @@ class RouteHandle:
         invocation are stale; the caller name "utility" implies it).
         `recovery_deadline`: an aware time no wait or circuit park outlives; at it the
         route stops (`action_required`, `next_step` manual).
+        `profile_id` instead of `profile`: the route follows that stored profile
+        (`runtime.profiles`), deciding each time with its current version, recorded in
+        each attempt; a deleted or invalid one stops the route, naming it, and one
+        missing at the start raises ProfileNotFoundError (InvalidStoredProfileError).
         Raises NoEligibleCandidateError when no candidate is eligible, StoreUnavailableError
         when Redis failed (nothing was written)."""
         command = Start(
             profile, caller, invocation_id, provider_session_id, _id(request_id), task_id,
-            utility, recovery_deadline,
+            utility, recovery_deadline, profile_id,
         )  # fmt: skip
         return await self._snapshot(command)
 
@@ -188,12 +193,17 @@ class RouteHandle:
         *,
         request_id: str | None = None,
         recovery_deadline: datetime | None = None,
+        profile_id: str | None = None,
     ) -> RouteSnapshot:
         """Leave action_required in a new generation on the first eligible candidate of
-        `profile` (None: the route's own), with a new retry cycle (`recovery_deadline`:
-        a new one; None keeps the route's). Raises InvalidStateError when it is not
-        action_required, NoEligibleCandidateError when no candidate is eligible."""
-        command = StartFresh(expected_generation, profile, _id(request_id), recovery_deadline)
+        `profile` or of the stored profile `profile_id` (neither: the route's own, for a
+        route following a stored profile its current version), with a new retry cycle
+        (`recovery_deadline`: a new one; None keeps the route's). Raises
+        InvalidStateError when it is not action_required, NoEligibleCandidateError when
+        no candidate is eligible."""
+        command = StartFresh(
+            expected_generation, profile, _id(request_id), recovery_deadline, profile_id
+        )
         return await self._snapshot(command)
 
     async def close(

@@ -2,7 +2,10 @@
 
 A local Ray this process starts binds its node and its dashboard to `bind_host`
 (loopback unless told otherwise: a local `recovery up` is not reachable from the network;
-its GCS, raylet, workers and dashboard all listen on 127.0.0.1).
+its GCS, raylet, workers and dashboard all listen on 127.0.0.1). A process joining a
+loopback address (another process of such an installation, on the same machine) takes
+the same single-host mode: otherwise Ray dials the machine's reachable IP instead, where
+nothing listens.
 Ray 2.59+ starts local clusters with token authentication: a process that joins one must
 run with `RAY_AUTH_MODE=token` and see the same token (`RAY_AUTH_TOKEN`,
 `RAY_AUTH_TOKEN_PATH`, else `~/.ray/auth_token`, which the cluster's starter wrote). When
@@ -20,6 +23,7 @@ from typing import Any, Final
 
 import ray
 from ray._private import ray_constants
+from ray._raylet import Config as RayConfig  # type: ignore[attr-defined]  # its stub omits it
 
 AUTH_MODE_ENV: Final = "RAY_AUTH_MODE"
 TOKEN_ENV: Final = "RAY_AUTH_TOKEN"  # noqa: S105 - a variable name, not a token
@@ -75,7 +79,12 @@ def start_ray(
         options = {"num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": bind_host}
         options.update(_bind_to(bind_host))
     else:
-        prepare_auth(os.environ)
+        if prepare_auth(os.environ):
+            # Ray read RAY_AUTH_MODE into its config when it was imported: read it again
+            # (as Ray does itself when it turns token mode on), or the mode set is unseen.
+            RayConfig.initialize("")
+        if _host_of(address) in LOOPBACK_NAMES:  # e.g. a local `recovery up`'s Ray
+            _bind_to(LOOPBACK)  # else Ray dials the machine's own IP, where nothing listens
     context = ray.init(address=address or "local", namespace=namespace, **options)
     return RayConnection(True, getattr(context, "dashboard_url", None) or None)
 
@@ -87,6 +96,14 @@ def _bind_to(host: str) -> dict[str, Any]:
     os.environ[SINGLE_HOST_ENV] = "0"  # for Ray's own processes, which read it at import
     ray_constants.ENABLE_RAY_CLUSTER = False  # this process imported Ray already
     return {}
+
+
+def _host_of(address: str) -> str:
+    """The host part of a Ray address (`host:port`, `[::1]:port`, `ray://host:port`)."""
+    rest = address.split("://", 1)[-1]
+    if rest.startswith("["):
+        return rest[1:].split("]", 1)[0]
+    return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
 
 
 def gcs_address() -> str | None:

@@ -7,22 +7,19 @@ arms, re-arms or cancels that route's in-process timer (actors/engine/timers.py)
 calls the fenced `fire_due` of its attempt (an AttemptFence).
 
 Dispatch: a host built with a dispatcher import path enqueues the rq dispatch job
-(actors/jobs/dispatch.py; actors/hosting/host_dispatch.py) whenever `fire_due`,
-`retry_now` or a circuit host's probe wake leaves a route in `retrying` — only after that
-transition was written, since the answer is the snapshot Redis returned. Enqueueing is
-idempotent (the attempt's ledger and the job id fence it), so a repeated or no-op
-`fire_due` on a retrying route enqueues nothing new. If Redis fails between the write and
-the enqueue, the route stays `retrying` with no ledger: reconciliation (at every host
-start, or `recovery reconcile`) enqueues it then.
+(actors/hosting/host_dispatch.py) whenever `fire_due`, `retry_now` or a circuit host's
+probe wake leaves a route in `retrying`, only after that transition was written.
+Enqueueing is idempotent (the attempt's ledger and the job id fence it); a route left
+`retrying` with no ledger (Redis failed in between) is enqueued by reconciliation (at
+every host start, or `recovery reconcile`). Every timer armed is also covered by a durable
+backstop (actors/jobs/backstop_arming.py): one coalesced rq delayed job per host and
+second, which fires the due schedules through the same fenced `fire_due` if the host is
+dead or wedged; a Redis error arming it is logged, and the call is unaffected.
 
-Backstop: with a dispatcher (so rq workers run `--with-scheduler`), every timer armed —
-from an answer or at rehydration — is also covered by a durable backstop
-(actors/jobs/backstop.py): one coalesced rq delayed job per host and second, at the deadline's
-whole second + 1 s of grace, which fires the host's due schedules through the same fenced
-`fire_due` if the host is dead or wedged. Arming is memoised per second (in process, then
-a Redis marker) and runs in a worker thread, in batches, after the answer; a Redis error
-there is logged and the call is unaffected (a restarted host covers its schedules again
-when it rehydrates).
+Wakes (actors/hosting/host_wakes.py): a wait a job wrote for one of the host's routes arms
+its timer; a dispatch a job delivered is its session's accepted prompt in the host's
+session guards (`session_guard`, `notice_counts` read them; a host on a ManualClock moves
+it with `advance_clock`).
 
 On start (including every restart by Ray, `max_restarts=-1`) the host rehydrates: it
 reads the pending schedules of the routes in its index set and arms them, so overdue ones
@@ -43,23 +40,25 @@ TransitionRejectedError carrying the route's actual generation and state): see
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import gc
 import logging
 import os
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, Final, cast
 
 import ray
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from actors.clock import Clock, SystemClock
+from actors.clock import Clock, ManualClock, SystemClock
 from actors.engine.circuit_effects import CircuitEffects, Release
 from actors.engine.notice_lifecycle import CancelOutcome
 from actors.engine.notice_setup import route_notices
+from actors.engine.schedulers import ManualScheduler
 from actors.engine.service import RouteService
+from actors.engine.session_guards import GuardView
 from actors.engine.settings import EngineSettings
 from actors.engine.timers import Due, RouteTimers
 from actors.errors import RecoveryError, TransitionRejectedError, error_text
@@ -67,6 +66,7 @@ from actors.hosting import memory as host_memory
 from actors.hosting.batcher import BatchItem, HostRequest, ReadHistory, ReadSnapshot
 from actors.hosting.circuit_client import ActorCircuits
 from actors.hosting.host_dispatch import HostDispatch
+from actors.hosting.host_wakes import WakeFollower
 from actors.hosting.memory import HostMemory
 from actors.hosting.metrics import circuit_metrics, notice_metrics, route_metrics
 from actors.jobs.backstop_arming import BackstopArmer, HostBackstops
@@ -74,28 +74,19 @@ from actors.jobs.queue import DEFAULT_QUEUE
 from actors.jobs.reconcile import ReconcileReport
 from actors.keys import valid_host_id
 from actors.routes.commands import FireDue as FireDueCommand
-from actors.routes.commands import (
-    ProbeParked,
-    ReportFailure,
-    RetryNow,
-    RouteCommand,
-    RouteSettings,
-)
+from actors.routes.commands import ProbeParked, ReportFailure, RetryNow, RouteCommand
 from actors.routes.models import RouteSnapshot, ScheduleEntry
 from actors.store.circuit_store import CircuitStore
 from actors.store.route_store import DEFAULT_MAX_CONNECTIONS, RouteStore
-from actors.store.wakes import last_wake_id, next_wakes
+from actors.store.wakes import last_wake_id
 from catalogue import default_catalogue
 
 REHYDRATE_RETRY_S: Final = 1.0
-WAKE_BLOCK_MS: Final = 1000
 
 
 def _is_read(request: HostRequest) -> bool:
     return isinstance(request, ReadSnapshot | ReadHistory)
 
-
-_SETTINGS_DEFAULTS: Final = RouteSettings()
 
 log = logging.getLogger(__name__)
 
@@ -134,14 +125,19 @@ class RouteHost:
             redis_url, keys=self._keys, max_connections=max_connections,
             settings=binding.settings, events_maxlen=settings.events_maxlen,
         )  # fmt: skip
-        port = ActorCircuits(settings.key_prefix, settings.circuit_hosts)
+        hosts = settings.circuit_hosts  # 0: no circuit hosts (and no ring of none to build)
+        port = ActorCircuits(settings.key_prefix, hosts) if hosts else None
         effects = CircuitEffects(
-            self._circuits, binding, observer=circuit_metrics(),
-            port=port if settings.circuit_hosts else None, on_released=self._released,
+            self._circuits, binding, observer=circuit_metrics(), port=port,
+            on_released=self._released,
         )  # fmt: skip
         self._effects = effects
+        # A test's ManualClock moves only through `advance_clock`, and the session guards'
+        # late-event fences with it (a loop timer would wait out the real 5 minutes).
+        manual = self._clock if isinstance(self._clock, ManualClock) else None
+        self._guard_time = None if manual is None else ManualScheduler(manual)
         self._notices, self._transcript_client = route_notices(
-            redis_url, settings, self._store, self._clock
+            redis_url, settings, self._store, self._clock, scheduler=self._guard_time
         )
         self._service = RouteService(
             self._store, self._clock, settings=route_settings, on_applied=self._metrics.transition,
@@ -161,7 +157,10 @@ class RouteHost:
         self._rehydrated: list[ScheduleEntry] = []
         self._reconciled: ReconcileReport | None = None
         self._wakes = Redis.from_url(redis_url, decode_responses=True)
-        self._following: asyncio.Task[None] | None = None
+        self._follower = WakeFollower(
+            self._wakes, self._keys, self.host_id, arm=self._timers.offer,
+            delivered=lambda attempts: self._notices.delivered(attempts, self._service.snapshot),
+        )  # fmt: skip
         # Ray runs an async actor's __init__ on its event loop: start rehydrating now,
         # without waiting for a first call (a restarted host has timers to fire).
         self._loop = asyncio.get_running_loop()
@@ -209,10 +208,7 @@ class RouteHost:
 
     async def aclose(self) -> None:
         """Cancel the timers and close the Redis pools (the schedules stay in Redis)."""
-        if self._following is not None:
-            self._following.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._following
+        await self._follower.aclose()
         await self._wakes.aclose()
         self._timers.cancel_all()
         if self._backstops is not None:
@@ -240,7 +236,7 @@ class RouteHost:
             if self._backstops is not None:
                 self._backstops.cover(entry.deadline)
         self._rehydrated = entries
-        self._following = asyncio.get_running_loop().create_task(self._follow_wakes(seen))
+        self._follower.start(seen)
         if self._dispatch.dispatcher is not None:
             try:
                 self._reconciled = await asyncio.to_thread(
@@ -256,22 +252,6 @@ class RouteHost:
         gc.collect()
         gc.freeze()
         log.info("route host %s rehydrated %d schedules", self.host_id, len(entries))
-
-    async def _follow_wakes(self, after: str) -> None:
-        """Arm the timers of waits jobs wrote for this host's routes (actors/store/wakes.py)."""
-        while True:
-            try:
-                after, wakes = await next_wakes(
-                    self._wakes, self._keys, self.host_id, after, block_ms=WAKE_BLOCK_MS
-                )
-            except RecoveryError as error:  # Redis away: the backstop still covers them
-                log.warning(
-                    "route host %s cannot follow its wakes: %s", self.host_id, error_text(error)
-                )
-                await asyncio.sleep(REHYDRATE_RETRY_S)
-                continue
-            for wake in wakes:
-                self._timers.offer(wake.fence, wake.deadline)
 
     async def _own_schedules(self) -> list[ScheduleEntry]:
         index = Redis.from_url(self._redis_url, decode_responses=True)
@@ -353,9 +333,27 @@ class RouteHost:
         return outcome
 
     async def notice_counts(self) -> dict[str, int]:
-        """What this host's notices did since it started, and its live session guards."""
-        tally = dataclasses.asdict(self._notices.notices.tally)
-        return {**tally, "guards": self._notices.notices.guards.live_entries}
+        """What this host's notices did since it started, and its session guard table:
+        live entries, those owned, and those past their fence (0 unless reclaiming broke)."""
+        notices = self._notices.notices
+        return {**dataclasses.asdict(notices.tally), **notices.guards.counts()}
+
+    async def session_guard(self, session_id: str) -> GuardView | None:
+        """The session's entry in this host's guard table (None: it has none)."""
+        return self._notices.notices.guards.view(session_id)
+
+    async def wakes_followed(self, entry_id: str) -> None:
+        """Wait until this host has taken every entry of its wake stream up to `entry_id`."""
+        await self._ready
+        await self._follower.followed(entry_id)
+
+    async def advance_clock(self, seconds: float) -> int:
+        """Tests: move this host's ManualClock on by `seconds` and run the session guards'
+        fences that came due; how many ran. TypeError for a host on another clock."""
+        if self._guard_time is None:
+            raise TypeError(f"host {self.host_id} has no ManualClock to advance")
+        self._guard_time.clock.advance(timedelta(seconds=seconds))
+        return self._guard_time.run_due()
 
     def _notices_exported(self) -> None:
         notices = self._notices.notices

@@ -1,27 +1,24 @@
-"""`RecoveryRuntime`: starts or joins one installation (Ray, Redis, the route hosts) and
-hands out `RouteHandle`s.
+"""`RecoveryRuntime`: starts or joins one installation, hands out `RouteHandle`s.
 
     runtime = RecoveryRuntime(host_count=2).start()   # or RecoveryRuntime.attach()
-    route = runtime.route("session-42")
-    snapshot = await route.start(profile, caller="kanban", invocation_id="inv-1")
-    ...
+    snapshot = await runtime.route("session-42").start(profile, caller="kanban", ...)
+    await runtime.profiles.create("fleet", document)       # a stored profile, versioned
     runtime.shutdown()
 
 Ray: `ray_address`, else `RAY_ADDRESS`, else the installation's recorded address, else a
 local Ray bound to `ray_host` (loopback by default; actors/hosting/ray_connect.py). Redis:
 `redis_url`, else `REDIS_URL`, else the embedded Redis of `data_dir`, started or
-reattached to (one server per folder, actors/store/embedded.py). The first runtime of
-a key prefix owns the installation; the others attach and read its host ring, so every
-process sends a route to the one host the ring picks (actors/hosting/installation.py).
+reattached to (one server per folder, actors/store/embedded.py). The first runtime of a
+key prefix owns the installation; the others attach and read its host ring, so every
+process sends a route to the host the ring picks (actors/hosting/installation.py).
 `from_config(load_config(...))` takes every setting from the environment and a TOML file.
 
-Dispatch: with `dispatcher="module:callable"` the hosts enqueue a dispatch job whenever a
-route becomes `retrying`; the owner runs `worker_count` supervised rq workers on the
-dispatch queue (0: none here, `recovery workers` runs them elsewhere; actors/jobs/workers.py),
-with `worker_paths` on their import path. A dead worker's started dispatches are
-reconciled and it is replaced. Handles send through one HostBatcher per host: concurrent
-calls share one Ray call; a retried call whose first attempt committed comes back
-rejected by the fence (see `committed_by_retry`).
+Dispatch: with a `dispatcher` ("module:callable", or "webhook") the hosts enqueue a job
+when a route becomes `retrying`; the owner runs `worker_count` supervised rq workers (0:
+`recovery workers` elsewhere; actors/jobs/workers.py) with `worker_paths` importable; a
+dead worker's started dispatches are reconciled and it is replaced. Handles send through
+one HostBatcher per host (concurrent calls share one Ray call; a retried call whose first
+attempt committed comes back rejected by the fence: `committed_by_retry`).
 """
 
 from __future__ import annotations
@@ -37,11 +34,7 @@ import ray
 import redis
 
 from actors.engine.config import DEFAULT_DATA_DIR, DEFAULT_WORKER_COUNT, RuntimeConfig
-from actors.engine.settings import (
-    DEFAULT_CIRCUIT_HOSTS,
-    DEFAULT_DISPATCH_TIMEOUT_S,
-    EngineSettings,
-)
+from actors.engine.settings import EngineSettings
 from actors.errors import RecoveryError, error_text
 from actors.hosting.batcher import BatcherPool
 from actors.hosting.handle import RouteHandle, committed_by_retry
@@ -64,6 +57,7 @@ from actors.hosting.installation import (
     stop_hosts,
 )
 from actors.hosting.names import NAMESPACE, host_ids, host_name
+from actors.hosting.profiles import RuntimeProfiles
 from actors.hosting.ray_connect import LOOPBACK, start_ray
 from actors.jobs.queue import default_queue_name, dispatch_queue
 from actors.jobs.reconcile import ReconcileReport, reconcile
@@ -91,6 +85,7 @@ __all__ = [
 ]  # fmt: skip
 
 _ROUTE_DEFAULTS: Final = RouteSettings()
+_ENGINE_DEFAULTS: Final = EngineSettings()
 # The settings value's fields, each a field of the runtime of the same name.
 ENGINE_SETTINGS: Final = tuple(item.name for item in fields(EngineSettings))
 REDIS_TIMEOUT_S: Final = 5.0
@@ -128,13 +123,16 @@ class RecoveryRuntime:
     installation_key: str | None = field(default=None, repr=False)
     circuit_settings: CircuitSettings = field(default_factory=CircuitSettings)
     probe_ttl_s: float = DEFAULT_PROBE_TTL_S
-    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S  # a dispatcher's call, at most
-    circuit_hosts: int = DEFAULT_CIRCUIT_HOSTS  # circuit host actors (0: hosts write circuits)
+    dispatch_timeout_s: float = _ENGINE_DEFAULTS.dispatch_timeout_s  # a dispatcher's call
+    circuit_hosts: int = _ENGINE_DEFAULTS.circuit_hosts  # circuit host actors (0: none)
     # Transcript notices: `module:factory` of a TranscriptPort / an Authoriser (None: the
     # Redis transcript / the task recorded at start), the transcript stream's MAXLEN.
     transcript: str | None = None
     authoriser: str | None = None
     transcript_maxlen: int = DEFAULT_TRANSCRIPT_MAXLEN
+    webhook_url: str | None = None  # with dispatcher "webhook" (actors/jobs/webhook.py)
+    webhook_timeout_s: float = _ENGINE_DEFAULTS.webhook_timeout_s
+    webhook_secret: str | None = field(default=None, repr=False)
     dashboard_url: str | None = field(default=None, init=False, repr=False)
     hosts: list[Any] = field(default_factory=list, init=False, repr=False)
     circuit_host_handles: list[Any] = field(default_factory=list, init=False, repr=False)
@@ -319,12 +317,14 @@ class RecoveryRuntime:
         the host that owns it. Raises InvalidRouteIdError for an id outside
         `[A-Za-z0-9._-]{1,128}`, RuntimeError before `start()`."""
         index = self.host_index(route_id)
-        return RouteHandle(
-            route_id,
-            self.hosts[index],
-            self._batchers,
-            host_resolver(self.key_prefix, self.hosts, index),
-        )
+        resolve = host_resolver(self.key_prefix, self.hosts, index)
+        return RouteHandle(route_id, self.hosts[index], self._batchers, resolve)
+
+    @property
+    def profiles(self) -> RuntimeProfiles:
+        """The installation's profile store: create, update, get, list, delete, its edits
+        authorised (actors/hosting/profiles.py). RuntimeError before `start()`."""
+        return RuntimeProfiles(self.url, self.settings)
 
     def shutdown(self) -> int | None:
         """The owner kills the hosts (their schedules stay in Redis) after stopping its rq

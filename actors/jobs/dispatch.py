@@ -39,17 +39,21 @@ from redis.exceptions import RedisError
 from rq import get_current_job
 
 from actors.clock import SystemClock
+from actors.engine.settings import EngineSettings
 from actors.errors import error_text
 from actors.jobs.backstop_arming import BackstopArmer
 from actors.jobs.dispatcher import (
-    DispatchTimedOut,
+    AmbiguousDispatch,
+    Dispatcher,
     NotDispatched,
     ReplayIdentity,
     call_dispatcher,
+    facts_of,
     load_dispatcher,
 )
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.queue import SETTLE_MARGIN_S
+from actors.jobs.webhook import WEBHOOK, CandidateRef, WebhookDispatcher
 from actors.jobs.worker_engine import WorkerEngine, worker_engine
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import ReturnUnsent, RouteCommand, SettleDispatch
@@ -143,9 +147,9 @@ def dispatch_once(
     )  # fmt: skip
     settle = _Settle(engine, host_id, fence)
     try:
-        call = load_dispatcher(dispatcher)
+        call = _dispatcher(dispatcher, engine.settings, snapshot)
     except Exception as error:
-        detail = sanitize(f"dispatcher {dispatcher!r} cannot be loaded: {type(error).__name__}")
+        detail = sanitize(f"dispatcher {dispatcher!r} cannot be loaded: {error_text(error)}")
         ledger.finish(fence, "not_dispatched", _now(), detail=detail)
         settle(SettleDispatch(fence.generation, fence.ordinal, REASON_UNLOADABLE))
         return "not_dispatched"
@@ -155,10 +159,10 @@ def dispatch_once(
     )  # fmt: skip
     timeout_s = timeout_s or engine.settings.dispatch_timeout_s
     try:
-        call_dispatcher(call, args, timeout_s=timeout_s)
+        returned = call_dispatcher(call, args, timeout_s=timeout_s)
     except NotDispatched as error:
         detail = error_text(error)
-        ledger.finish(fence, "not_dispatched", _now(), detail=detail)
+        ledger.finish(fence, "not_dispatched", _now(), detail=detail, facts=_facts(error))
         engine.abandon_unsent(snapshot)  # before re-planning: the next caller may probe
         again = settle(ReturnUnsent(fence.generation, fence.ordinal, detail, error.retry_after))
         if again is not None and again.deadline is not None and rearm is not None:
@@ -168,15 +172,34 @@ def dispatch_once(
                 log.warning("backstop of route %s not armed: %s", fence.route_id, error_text(error))
         return "not_dispatched"
     except Exception as error:
-        timed_out = isinstance(error, DispatchTimedOut)
-        detail = error_text(error) if timed_out else f"{type(error).__name__}: {error_text(error)}"
-        ledger.finish(fence, "failed", _now(), detail=detail)
+        explained = isinstance(error, AmbiguousDispatch)  # its message is safe to show
+        detail = error_text(error) if explained else f"{type(error).__name__}: {error_text(error)}"
+        ledger.finish(fence, "failed", _now(), detail=detail, facts=_facts(error))
         # a probe's lease is left to its TTL: the probe may have happened (docstring)
-        reason = str(error) if timed_out else REASON_AMBIGUOUS
+        reason = sanitize(str(error)) if explained else REASON_AMBIGUOUS
         settle(SettleDispatch(fence.generation, fence.ordinal, reason, keep_probe_lease=True))
         return "failed"
-    ledger.finish(fence, "delivered", _now())
+    ledger.finish(fence, "delivered", _now(), facts=_facts(returned))
+    engine.announce_delivered(host_id, fence, snapshot.task_id)  # the session's accepted prompt
     return "delivered"
+
+
+def _dispatcher(path: str, settings: EngineSettings, snapshot: RouteSnapshot) -> Dispatcher:
+    """The dispatcher `path` names: the built-in webhook (for the route's candidate, with
+    the installation's webhook settings), else the orchestrator's callable."""
+    if path != WEBHOOK:
+        return load_dispatcher(path)
+    if settings.webhook_url is None or not settings.webhook_secret:
+        raise ValueError("the webhook dispatcher needs webhook_url and webhook_secret")
+    return WebhookDispatcher(
+        settings.webhook_url, settings.webhook_secret, settings.webhook_timeout_s,
+        CandidateRef.of(snapshot),
+    )  # fmt: skip
+
+
+def _facts(found: object) -> dict[str, str] | None:
+    facts = facts_of(found)
+    return None if facts is None else facts.ledger_fields()
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,41 @@ def _not_dispatched(message: str, retry_after: float | None) -> NotDispatched:
     return NotDispatched(message, retry_after=retry_after)
 
 
-class DispatchTimedOut(RecoveryError):  # noqa: N818 - says what happened, like NotDispatched
+class AmbiguousDispatch(RecoveryError):  # noqa: N818 - says what happened, like NotDispatched
+    """Whether the dispatcher sent anything is unknown, for a reason its message says in a
+    form safe to show (it becomes the route's reason: the route stops for manual recovery).
+    Any other exception a dispatcher raises is ambiguous too, with a generic reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchFacts:
+    """What a dispatcher observed of its call, recorded in the attempt's ledger: the
+    receiver's status (None: no answer), the call's latency and a sanitised excerpt of the
+    answer. A dispatcher returns them, or attaches them to what it raises (`facts`)."""
+
+    status: int | None
+    latency_ms: float
+    excerpt: str = ""
+
+    def ledger_fields(self) -> dict[str, str]:
+        """The ledger fields these facts are stored as."""
+        fields = {"latency_ms": f"{self.latency_ms:g}"}
+        if self.status is not None:
+            fields["status"] = str(self.status)
+        if self.excerpt:
+            fields["answer"] = self.excerpt
+        return fields
+
+
+def facts_of(found: object) -> DispatchFacts | None:
+    """The DispatchFacts a dispatcher returned or attached to what it raised."""
+    if isinstance(found, DispatchFacts):
+        return found
+    attached = getattr(found, "facts", None)
+    return attached if isinstance(attached, DispatchFacts) else None
+
+
+class DispatchTimedOut(AmbiguousDispatch):
     """The dispatcher had not returned `timeout_s` after it was called: whether it sent
     anything is unknown."""
 
@@ -139,19 +173,24 @@ def load_dispatcher(path: str) -> Dispatcher:
 
 def call_dispatcher(
     dispatcher: Callable[..., Any], args: Sequence[Any], *, timeout_s: float
-) -> None:
+) -> Any:
     """Call `dispatcher(*args)` and await what it returns, for at most `timeout_s`: returns
-    when it did, raises what it raised, or DispatchTimedOut when it had not returned by then
-    (module docstring: its thread is left behind)."""
+    what it returned when it did, raises what it raised, or DispatchTimedOut when it had
+    not returned by then (module docstring: its thread is left behind)."""
     deadline = time.monotonic() + timeout_s
     failure: list[BaseException] = []
+    returned: list[Any] = []
     done = threading.Event()
 
     def call() -> None:
         try:
             result = dispatcher(*args)
-            if inspect.isawaitable(result) and not asyncio.run(_awaited(result, deadline)):
-                failure.append(DispatchTimedOut(timeout_s))
+            if inspect.isawaitable(result):
+                finished, value = asyncio.run(_awaited(result, deadline))
+                if not finished:
+                    failure.append(DispatchTimedOut(timeout_s))
+                result = value
+            returned.append(result)
         except BaseException as error:  # handed to the job's thread, which raises it
             failure.append(error)
         finally:
@@ -164,15 +203,15 @@ def call_dispatcher(
         raise DispatchTimedOut(timeout_s)
     if failure:
         raise failure[0]
+    return returned[0] if returned else None
 
 
-async def _awaited(result: Any, deadline: float) -> bool:
-    """Whether `result` completed before `deadline` (it is cancelled if not); raises what
-    it raised."""
+async def _awaited(result: Any, deadline: float) -> tuple[bool, Any]:
+    """Whether `result` completed before `deadline` (it is cancelled if not), and its
+    value; raises what it raised."""
     task = asyncio.ensure_future(result)
     done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.monotonic()))
     if not done:
         task.cancel()
-        return False
-    task.result()
-    return True
+        return False, None
+    return True, task.result()

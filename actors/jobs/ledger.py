@@ -19,6 +19,8 @@ from actors.store.scripts import script
 from catalogue.sanitize import sanitize
 
 LEDGER_TTL_S: Final = 7 * 24 * 3600
+FACT_FIELDS: Final = frozenset({"status", "latency_ms", "answer"})
+"""What a dispatcher observed of its call (actors/jobs/dispatcher.py DispatchFacts)."""
 
 LedgerState = Literal["none", "queued", "started", "finished"]
 Outcome = Literal["delivered", "not_dispatched", "failed"]
@@ -84,14 +86,26 @@ class DispatchLedger:
         return self._step(fence, ["start", _iso(at), worker, ""])
 
     def finish(
-        self, fence: AttemptFence, outcome: Outcome, at: datetime, *, detail: str = ""
+        self,
+        fence: AttemptFence,
+        outcome: Outcome,
+        at: datetime,
+        *,
+        detail: str = "",
+        facts: Mapping[str, str] | None = None,
     ) -> str:
-        """`detail` (a dispatcher's message, often exception text) is stored sanitised."""
-        return self._step(fence, ["finish", _iso(at), outcome, sanitize(detail)])
+        """`detail` (a dispatcher's message, often exception text) is stored sanitised;
+        `facts` (FACT_FIELDS: what the dispatcher observed) sanitised too."""
+        pairs: list[str] = []
+        for name, value in (facts or {}).items():
+            if name not in FACT_FIELDS:
+                raise ValueError(f"unknown ledger fact {name!r} (known: {sorted(FACT_FIELDS)})")
+            pairs += [name, sanitize(value)]
+        return self._step(fence, ["finish", _iso(at), outcome, sanitize(detail)], pairs)
 
-    def _step(self, fence: AttemptFence, argv: list[str]) -> str:
+    def _step(self, fence: AttemptFence, argv: list[str], extra: list[str] | None = None) -> str:
         """ "applied" when the step was written, else the ledger's state that refused it."""
         applied, state = self._script(
-            keys=[self.keys.dispatch(fence)], args=[*argv, str(self.ttl_s)]
+            keys=[self.keys.dispatch(fence)], args=[*argv, str(self.ttl_s), *(extra or [])]
         )
         return "applied" if int(applied) == 1 else reply_text(state)

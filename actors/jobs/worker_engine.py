@@ -12,12 +12,15 @@ the Lua fence decides.
 Jobs tell the host: a transition a job writes that leaves a route waiting (a NotDispatched
 waiting for its redelivery, a backstop firing into a re-park) is announced on the owning
 host's wake stream (`keys.host_wakes(host)`), which the host follows to arm its precise
-timer; the durable backstop stays the fallback.
+timer; the durable backstop stays the fallback. A dispatch the job delivered for a route
+with a task is announced there too (`announce_delivered`): the owning host's session guard
+takes it as the session's accepted prompt (actors/engine/notice_lifecycle.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from collections.abc import Coroutine, Sequence
@@ -29,27 +32,29 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from actors.clock import Clock, SystemClock
-from actors.engine.batch import RouteLocks
 from actors.engine.circuit_effects import CircuitEffects
 from actors.engine.notice_lifecycle import RouteNotices
 from actors.engine.notice_setup import route_notices
 from actors.engine.requests import Outcome
+from actors.engine.route_locks import RouteLocks
 from actors.engine.service import RouteService
 from actors.engine.settings import EngineSettings
-from actors.errors import RecoveryError
-from actors.keys import KeySpace
+from actors.errors import RecoveryError, error_text
+from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import RouteCommand
 from actors.routes.models import WAITING_STATES, RouteSnapshot
 from actors.store.circuit_store import CircuitStore
 from actors.store.pool import bounded_client, connection_url
 from actors.store.route_store import RouteStore
-from actors.store.wakes import announce_waits
+from actors.store.wakes import announce_delivered, announce_waits
 
 STORE_CONNECTIONS: Final = 4
 WAKES_MAXLEN: Final = 10_000
 WAKE_TIMEOUT_S: Final = 5.0
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 class WorkerEngine:
@@ -124,6 +129,23 @@ class WorkerEngine:
             await announce_waits(self._wakes, self.keys, host_id, waiting, maxlen=WAKES_MAXLEN)
         except RecoveryError:  # the host's rehydration and the backstop still fire them
             return
+
+    def announce_delivered(
+        self, host_id: str | None, attempt: AttemptFence, task_id: str | None
+    ) -> None:
+        """The dispatch of `attempt` was delivered (its ledger says so): tell its owning
+        host `host_id`, whose session guard takes it as the session's accepted prompt.
+        Only a route with a task (`task_id`) has notices; with no host known (a dispatch
+        reconciliation enqueued) nobody is told. A Redis error is logged: the host's guard
+        still holds the attempt's retry, which the attempt's report ends as before."""
+        if host_id is None or task_id is None:
+            return
+        try:
+            self.run(
+                announce_delivered(self._wakes, self.keys, host_id, [attempt], maxlen=WAKES_MAXLEN)
+            )
+        except RecoveryError as error:
+            log.warning("delivery of %s not announced: %s", attempt, error_text(error))
 
     def abandon_unsent(self, snapshot: RouteSnapshot) -> None:
         self.run(self.effects.abandon_unsent(snapshot, self.clock.now()))

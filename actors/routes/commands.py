@@ -15,6 +15,7 @@ from typing import Final
 
 from actors.keys import AttemptFence, valid_host_id
 from actors.routes.circuit_board import CircuitBoard
+from actors.routes.profile_board import ProfileBoard
 from actors.routes.profiles import RouteProfile
 from catalogue import Classification, Evidence
 from policy import TurnEvidence
@@ -51,12 +52,15 @@ class RouteContext:
     `classifier` classifies a report's evidence at `now` (None: catalogue.classify); a
     batch passes one that classifies each distinct evidence once (actors/engine/batch.py).
     `circuits`: the circuits of the round's routes, read (and probe leases taken) before
-    planning (actors/routes/circuit_board.py); None plans as if every circuit were closed."""
+    planning (actors/routes/circuit_board.py); None plans as if every circuit were closed.
+    `profiles`: the stored profiles the round's routes follow, read before planning
+    (actors/routes/stored_profiles.py); a route that follows one is never planned without."""
 
     now: datetime
     settings: RouteSettings = field(default_factory=RouteSettings)
     classifier: Classifier | None = None
     circuits: CircuitBoard | None = None
+    profiles: ProfileBoard | None = None
 
     def __post_init__(self) -> None:
         if self.now.utcoffset() is None:
@@ -84,9 +88,11 @@ class Start:
     orchestrator's task the session belongs to (its transcript notices are the task's).
     `utility`: a utility invocation's route (ephemeral, unique invocation; the caller name
     "utility" implies it). `recovery_deadline`: an aware time no wait of the route
-    outlives (actors/routes/deadline.py)."""
+    outlives (actors/routes/deadline.py). `profile_id` instead of `profile` (None): the
+    route follows that stored profile, deciding each time with its current version
+    (actors/routes/stored_profiles.py); give one of the two."""
 
-    profile: RouteProfile
+    profile: RouteProfile | None
     caller: str
     invocation_id: str
     provider_session_id: str | None = None
@@ -94,6 +100,7 @@ class Start:
     task_id: str | None = None
     utility: bool = False
     recovery_deadline: datetime | None = None
+    profile_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,12 +193,15 @@ class Resume:
 @dataclass(frozen=True, slots=True)
 class StartFresh:
     """A new generation and cycle on the first eligible candidate; `profile` replaces the
-    stored one when given, `recovery_deadline` the route's recovery deadline."""
+    stored one when given (the route then follows no stored profile), `profile_id` makes
+    the route follow that stored profile; `recovery_deadline` replaces the route's
+    recovery deadline."""
 
     expected_generation: int
     profile: RouteProfile | None = None
     request_id: str | None = None
     recovery_deadline: datetime | None = None
+    profile_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ utility route is stale, and the route is ephemeral.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from actors.errors import CorruptProfileError, InvalidCommandError, StaleOrdinalError
@@ -31,9 +31,11 @@ from actors.routes.commands import ReportFailure, RouteContext
 from actors.routes.eligibility import decision_horizon
 from actors.routes.models import UTILITY_CALLER, CycleRecord, RouteSnapshot, Transition
 from actors.routes.parking import parked_changes
-from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
+from actors.routes.profile_errors import ProfileConfigurationError
+from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate
 from actors.routes.steps import REPORTABLE, clip, require, skip_step, step, updated
-from catalogue import Classification, Evidence, classify, sanitize
+from actors.routes.stored_profiles import configuration_reason, decision_profile
+from catalogue import Classification, Evidence, classify
 from catalogue.boundary import revalidated
 from policy import (
     CycleUsage,
@@ -56,7 +58,8 @@ from policy import (
 
 @dataclass(frozen=True, slots=True)
 class Judgement:
-    """Everything a failure decision was based on, and the cycle usage after it."""
+    """Everything a failure decision was based on, and the cycle usage after it.
+    `recorded`: the route fields recording the stored profile version it used."""
 
     classification: Classification
     safety: EffectSafety
@@ -64,6 +67,7 @@ class Judgement:
     usage: CycleUsage
     profile: RouteProfile | None
     candidate: RouteCandidate | None
+    recorded: dict[str, Any] = field(default_factory=dict)
 
 
 def classification_of(report: ReportFailure, context: RouteContext) -> Classification:
@@ -121,19 +125,17 @@ def judge_failure(
         report, context
     )
     usage = snapshot.cycle.to_usage()
-    try:
-        profile = profile_from_json(snapshot.route_id, snapshot.profile)
-    except CorruptProfileError as error:
-        # the detail may quote the profile's content: it is stored as the route's reason
-        detail = sanitize(error.detail)
-        stop = Stop(reason=f"policy configuration error, fix the profile: {detail}")
+    try:  # a followed stored profile's current version (actors/routes/stored_profiles.py)
+        profile, recorded = decision_profile(snapshot, context.profiles)
+    except (CorruptProfileError, ProfileConfigurationError) as error:
+        stop = Stop(reason=configuration_reason(error))
         return Judgement(classification, safety, stop, usage, None, None)
     candidate = find_candidate(profile, snapshot.candidate_id)
     if candidate is None:
         stop = Stop(
             reason=f"candidate {snapshot.candidate_id!r} is no longer in the profile, so stop"
         )
-        return Judgement(classification, safety, stop, usage, profile, None)
+        return Judgement(classification, safety, stop, usage, profile, None, recorded)
     failure = Failure.from_classification(classification, stale=is_stale(snapshot, report))
     try:
         decision, usage = evaluate_in_cycle(
@@ -141,7 +143,7 @@ def judge_failure(
         )
     except PolicyError as error:
         decision = stop_for_invalid_policy(error)
-    return Judgement(classification, safety, decision, usage, profile, candidate)
+    return Judgement(classification, safety, decision, usage, profile, candidate, recorded)
 
 
 def capped_by_circuit(
@@ -210,6 +212,7 @@ def failure_transition(
         **({} if is_stale(snapshot, report) else owner),
         "provider_session_id": session_id_of(report) or snapshot.provider_session_id,
         "cycle": CycleRecord.from_usage(judged.usage),
+        **judged.recorded,
     }
     used = judged.usage.retries_used(candidate.id, found.error_class) if candidate else 0
     budget = candidate.retry_budget(found.error_class) if candidate else 0

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from actors.keys import AttemptFence, CallerName, HostId, RouteId, TaskId
+from actors.keys import AttemptFence, CallerName, HostId, ProfileId, RouteId, TaskId
 from actors.routes.next_steps import STATE_NEXT_STEP, NextStep
 from catalogue.codes import ErrorClass
 from policy.cycle import CycleUsage
@@ -154,7 +154,9 @@ class RouteFields(BaseModel):
     forgets both (actors/routes/circuit_board.py). `task_id`: the orchestrator's task
     the session (the route) belongs to, recorded at start and kept for the route's life:
     its transcript notices are written for that task, and the default authoriser of a
-    cancel checks it.
+    cancel checks it. `profile_id`: the stored profile the route follows (None: it runs
+    with its own); `profile_version`: that profile's version its latest decision used,
+    whose copy `profile` then holds (actors/routes/stored_profiles.py).
     """
 
     model_config = _FROZEN
@@ -185,6 +187,8 @@ class RouteFields(BaseModel):
     policy_snapshot: Document = None
     cycle: CycleRecord = CycleRecord()
     profile: Document = None
+    profile_id: ProfileId | None = None
+    profile_version: int | None = Field(default=None, ge=1)
 
 
 class RouteUpdate(RouteFields):
@@ -258,7 +262,8 @@ def attempt_retrying(snapshot: RouteSnapshot, fence: AttemptFence) -> bool:
 
 class AttemptRecord(BaseModel):
     """One entry of a route's append-only history: the decision and everything it was
-    based on at that moment, including the policy snapshot."""
+    based on at that moment, including the policy snapshot and, for a route following a
+    stored profile, that profile's id and the version the decision used."""
 
     model_config = _FROZEN
 
@@ -270,6 +275,8 @@ class AttemptRecord(BaseModel):
     rule: Label | None = None
     catalogue_version: Label | None = None
     policy_snapshot: Document = None
+    profile_id: ProfileId | None = None
+    profile_version: int | None = Field(default=None, ge=1)
     decision: AttemptDecision
     deadline: UtcDatetime | None = None
     reason: Text | None = None
@@ -330,6 +337,8 @@ class RouteEvent(BaseModel):
     next_step: NextStep | None = None
     caller: CallerName | None = None
     invocation_id: Label | None = None
+    profile_id: ProfileId | None = None
+    profile_version: int | None = Field(default=None, ge=1)
     at: UtcDatetime
 
 

@@ -31,8 +31,10 @@ from actors.routes.models import (
     Transition,
     attempt_due,
 )
-from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate, profile_from_json
+from actors.routes.profile_errors import ProfileConfigurationError
+from actors.routes.profiles import RouteCandidate, RouteProfile, find_candidate
 from actors.routes.steps import WAITING, clip, deadline_stop, skip_step, step, updated
+from actors.routes.stored_profiles import configuration_stop, decision_profile, require_followable
 from circuits import CircuitStatus
 from policy import Outcome
 from policy.decisions import utc_iso
@@ -64,7 +66,7 @@ def outlasted_retry(snapshot: RouteSnapshot, context: RouteContext) -> Transitio
     found = _outlasting(snapshot, context)
     if found is None:
         return None
-    park, profile, candidate, left = found
+    park, (profile, recorded), candidate, left = found
     assert snapshot.error_class is not None  # checked by _outlasting
     why = (
         f"circuit {park.circuit} is open until {utc_iso(park.until)}, beyond the {left:g} s "
@@ -74,17 +76,21 @@ def outlasted_retry(snapshot: RouteSnapshot, context: RouteContext) -> Transitio
         return skip_step(
             snapshot, context, profile=profile, usage=snapshot.cycle.to_usage(),
             reason=clip(f"{why}, so skip to the next candidate"), cause="circuit_open",
-            decision="skip",
+            decision="skip", changes=recorded,
         )  # fmt: skip
     route = updated(
-        snapshot, state="action_required", pending_outcome="stop", reason=clip(f"{why}, so stop")
+        snapshot,
+        state="action_required",
+        pending_outcome="stop",
+        reason=clip(f"{why}, so stop"),
+        **recorded,
     )
     return step(snapshot, context, cause="circuit_open", route=route, decision="stop")
 
 
 def _outlasting(
     snapshot: RouteSnapshot, context: RouteContext
-) -> tuple[Park, RouteProfile, RouteCandidate, float] | None:
+) -> tuple[Park, tuple[RouteProfile, dict[str, Any]], RouteCandidate, float] | None:
     """The open circuit a due retry would park on past its policy's retries, with what
     deciding needs; None when it may go on."""
     board, error_class = context.circuits, snapshot.error_class
@@ -96,17 +102,17 @@ def _outlasting(
     state = None if park is None else board.states.get(park.circuit)
     if park is None or state is None or state.status is not CircuitStatus.OPEN:
         return None
-    try:
-        profile = profile_from_json(snapshot.route_id, snapshot.profile)
-    except CorruptProfileError:
-        return None
-    candidate = find_candidate(profile, snapshot.candidate_id)
+    try:  # the decision it makes uses a followed profile's current version
+        decided = decision_profile(snapshot, context.profiles)
+    except (CorruptProfileError, ProfileConfigurationError):
+        return None  # gated_step stops a route whose followed profile is gone
+    candidate = find_candidate(decided[0], snapshot.candidate_id)
     left = (
         0.0 if candidate is None else retries_left_s(candidate, error_class, snapshot.retry_ordinal)
     )
     if candidate is None or park.until <= context.now + timedelta(seconds=left):
         return None
-    return park, profile, candidate, left
+    return park, decided, candidate, left
 
 
 def gated_step(
@@ -118,7 +124,12 @@ def gated_step(
     reason: str,
 ) -> Transition:
     """A due attempt (a timer, retry now): `retrying` when its circuits let it dispatch
-    (as the probe when the round holds the lease for it), else parked again."""
+    (as the probe when the round holds the lease for it), else parked again. A route whose
+    followed stored profile cannot be decided from stops instead: it never dispatches."""
+    try:
+        require_followable(snapshot, context)
+    except ProfileConfigurationError as error:
+        return configuration_stop(snapshot, context, error)
     board = context.circuits
     gate = None if board is None else board.gate(snapshot, context.now)
     match gate:

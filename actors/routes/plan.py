@@ -26,7 +26,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.errors import InvalidStateError, NoEligibleCandidateError, StaleGenerationError
+from actors.errors import (
+    InvalidCommandError,
+    InvalidStateError,
+    NoEligibleCandidateError,
+    StaleGenerationError,
+)
 from actors.keys import valid_caller, valid_request_id, valid_task_id
 from actors.routes.circuit_board import REASON_PARKED
 from actors.routes.commands import (
@@ -70,7 +75,8 @@ from actors.routes.parking import (
     probe_wake_transition,
     release_transition,
 )
-from actors.routes.profiles import profile_from_json, profile_json
+from actors.routes.profile_errors import ProfileConfigurationError
+from actors.routes.profiles import profile_json
 from actors.routes.quarantine import quarantine_transition
 from actors.routes.steps import (
     FAILURE_CLEARED,
@@ -82,6 +88,12 @@ from actors.routes.steps import (
     skip_step,
     step,
     updated,
+)
+from actors.routes.stored_profiles import (
+    configuration_stop,
+    decision_profile,
+    given_profile,
+    require_followable,
 )
 
 
@@ -137,14 +149,16 @@ def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteCont
         raise StaleGenerationError(snapshot.route_id, 0, snapshot.generation, snapshot.state)
     caller = valid_caller(command.caller)
     recovery_deadline = valid_recovery_deadline(command.recovery_deadline, context.now)
-    first = choose_start(context.circuits, command.profile, context.now, snapshot.route_id)
+    given = given_profile(command.profile, command.profile_id, context.profiles)
+    if given is None:
+        raise InvalidCommandError("profile", None, "a profile, or a stored profile's id")
+    profile, recorded = given
+    first = choose_start(context.circuits, profile, context.now, snapshot.route_id)
     if first is None:
         raise NoEligibleCandidateError(snapshot.route_id, "start")
-    fields: dict[str, Any] = {"state": "active"}
-    fields |= start_probe_changes(
-        context.circuits, command.profile, first, snapshot.route_id, context.now
-    )
-    park = start_park(context.circuits, command.profile, first, snapshot.route_id, context.now)
+    fields: dict[str, Any] = {"state": "active", **recorded}
+    fields |= start_probe_changes(context.circuits, profile, first, snapshot.route_id, context.now)
+    park = start_park(context.circuits, profile, first, snapshot.route_id, context.now)
     if park is not None:  # every candidate is blocked: its first attempt waits on it
         fields |= {
             "state": "retry_wait", "pending_outcome": "retry", "deadline": park.deadline,
@@ -159,7 +173,6 @@ def start_transition(snapshot: RouteSnapshot, command: Start, context: RouteCont
         invocation_id=command.invocation_id,
         provider_session_id=command.provider_session_id,
         task_id=None if command.task_id is None else valid_task_id(command.task_id),
-        profile=profile_json(command.profile),
         **fields,
     )
     return step(snapshot, context, cause="start", route=route, decision="start")
@@ -228,11 +241,14 @@ def skip_now_transition(
     snapshot: RouteSnapshot, command: SkipNow, context: RouteContext
 ) -> Transition:
     require(snapshot, command.expected_generation, WAITING)
-    profile = profile_from_json(snapshot.route_id, snapshot.profile)
+    try:
+        profile, recorded = decision_profile(snapshot, context.profiles)
+    except ProfileConfigurationError as error:
+        return configuration_stop(snapshot, context, error)
     return skip_step(
         snapshot, context, profile=profile, usage=snapshot.cycle.to_usage(),
         reason="skipped by the user; skip to the next candidate", cause="skip_now",
-        decision="skip_now",
+        decision="skip_now", changes=recorded,
     )  # fmt: skip
 
 
@@ -267,10 +283,12 @@ def resume_transition(
     snapshot: RouteSnapshot, command: Resume, context: RouteContext
 ) -> Transition:
     """The same candidate, in the same generation and cycle (a provider-native resume is
-    the dispatcher's business)."""
+    the dispatcher's business). Refused while the stored profile the route follows
+    cannot be decided from (ProfileConfigurationError): it never authorises work."""
     require(snapshot, command.expected_generation, {"action_required"})
     if snapshot.candidate_id is None:
         raise NoEligibleCandidateError(snapshot.route_id, "resume")
+    require_followable(snapshot, context)
     route = updated(snapshot, state="active", reason="resumed by the user")
     return step(snapshot, context, cause="resume", route=route, decision="resume")
 
@@ -282,10 +300,8 @@ def start_fresh_transition(
     recovery_deadline = snapshot.recovery_deadline
     if command.recovery_deadline is not None:
         recovery_deadline = valid_recovery_deadline(command.recovery_deadline, context.now)
-    if command.profile is not None:
-        profile = command.profile
-    else:
-        profile = profile_from_json(snapshot.route_id, snapshot.profile)
+    given = given_profile(command.profile, command.profile_id, context.profiles)
+    profile, recorded = given if given is not None else decision_profile(snapshot, context.profiles)
     first = choose_start(context.circuits, profile, context.now, snapshot.route_id)
     if first is None:
         raise NoEligibleCandidateError(snapshot.route_id, "start fresh")
@@ -293,8 +309,8 @@ def start_fresh_transition(
     route = updated(
         snapshot, **FAILURE_CLEARED, state="active", candidate_id=first.id,
         candidate_index=first.index, attempt_ordinal=0, cycle=CycleRecord(),
-        profile=profile_json(profile), reason="started fresh by the user",
-        provider_session_id=None, recovery_deadline=recovery_deadline, **probe,
+        reason="started fresh by the user", provider_session_id=None,
+        recovery_deadline=recovery_deadline, **probe, **recorded,
     )  # fmt: skip
     return step(
         snapshot, context, cause="start_fresh", route=route, decision="start_fresh", bump=True
@@ -326,9 +342,14 @@ def profile_transition(
     snapshot: RouteSnapshot, command: UpdateProfile, context: RouteContext
 ) -> Transition:
     """Store an edited profile for the next decision. Everything else stays, including a
-    pending schedule and the policy snapshot it was decided with."""
+    pending schedule and the policy snapshot it was decided with. A route that follows a
+    stored profile is edited there (the profile store), not here: InvalidCommandError."""
     if snapshot.state not in LIVE:
         raise InvalidStateError(snapshot.route_id, snapshot.state, LIVE, snapshot.generation)
+    if snapshot.profile_id is not None:
+        raise InvalidCommandError(
+            "profile", snapshot.profile_id, "edited in the profile store: the route follows it"
+        )
     route = updated(
         snapshot, deadline=snapshot.deadline, pending_outcome=snapshot.pending_outcome,
         circuit=snapshot.circuit, probe_token=snapshot.probe_token,

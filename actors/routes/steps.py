@@ -119,7 +119,7 @@ def step(
     """The transition from `snapshot` to `route`, fenced on the snapshot. With a
     decision, one history record: the generation and attempt ordinal after the step, the
     candidate it concerns (`candidate_id`, else the route's), and the failure, policy
-    snapshot, deadline and reason the route now holds.
+    snapshot, stored profile version, deadline and reason the route now holds.
 
     Every step sets the route's `next_step` and keeps its waits within its recovery
     deadline (actors/routes/deadline.py): a wait cut there, or a stop once it passed."""
@@ -141,6 +141,8 @@ def step(
             rule=route.rule,
             catalogue_version=route.catalogue_version,
             policy_snapshot=route.policy_snapshot,
+            profile_id=route.profile_id,
+            profile_version=route.profile_version,
             decision=decision,
             deadline=route.deadline,
             reason=route.reason,

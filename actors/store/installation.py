@@ -111,11 +111,7 @@ class OwnerLease:
 
     def holder(self) -> str | None:
         """The token holding the lease now (None: no live owner)."""
-        try:
-            found = self._connection.get(self.keys.installation_owner)
-        except redis.RedisError as error:
-            raise StoreUnavailableError("installation owner read", str(error)) from error
-        return None if found is None else _text(found)
+        return live_owner(self._connection, self.keys)
 
     def _call(self, action: str) -> bool:
         try:
@@ -125,6 +121,16 @@ class OwnerLease:
         except redis.RedisError as error:
             raise StoreUnavailableError(f"installation owner {action}", str(error)) from error
         return bool(done)
+
+
+def live_owner(connection: redis.Redis, keys: KeySpace) -> str | None:
+    """The token of the installation's live owner (None: nobody holds its lease now).
+    Raises StoreUnavailableError."""
+    try:
+        found = connection.get(keys.installation_owner)
+    except redis.RedisError as error:
+        raise StoreUnavailableError("installation owner read", str(error)) from error
+    return None if found is None else _text(found)
 
 
 def _text(value: object) -> str:

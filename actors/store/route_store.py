@@ -92,7 +92,7 @@ class RouteStore(OwnsItsClient):
             raise ValueError(f"events_maxlen must be >= 1, got {events_maxlen}")
         self.keys = keys or KeySpace()
         self.events_maxlen = events_maxlen
-        self._client = client
+        self.client = self._client = client  # the profile store of its rounds shares it
         self._clock = clock
         self._owns_client = owns_client
         self._source = script("transition").source

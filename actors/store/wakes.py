@@ -7,6 +7,12 @@ later) would fire it. The job announces each such wait on the host's stream; the
 follows it (XREAD BLOCK from the last entry it saw before rehydrating, so nothing written
 meanwhile is missed) and arms its timer. An entry is only a hint: the timer's fire is
 fenced on the attempt like any other.
+
+A dispatch job also announces a *delivered* dispatch of a route with a task (its
+dispatcher returned, and the ledger says `delivered`): the owning host's session guard
+takes it as the session's accepted prompt (actors/engine/notice_lifecycle.py). That entry
+(`kind` = `delivered`, no deadline) is a hint too: the host checks the route in Redis
+before it accepts it, and a host that does not know the kind skips it (it has no deadline).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from actors.routes.models import RouteSnapshot
 
 DEFAULT_MAXLEN: Final = 10_000
 FOLLOW_COUNT: Final = 500
+DELIVERED: Final = "delivered"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +41,13 @@ class Wake:
 
     fence: AttemptFence
     deadline: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """One announced delivered dispatch: the attempt the dispatcher was handed."""
+
+    fence: AttemptFence
 
 
 async def announce_waits(
@@ -62,6 +76,30 @@ async def announce_waits(
         raise StoreUnavailableError("announce waits", type(error).__name__) from error
 
 
+async def announce_delivered(
+    client: Redis,
+    keys: KeySpace,
+    host_id: str,
+    attempts: Sequence[AttemptFence],
+    *,
+    maxlen: int = DEFAULT_MAXLEN,
+) -> None:
+    """Append the delivered dispatches of `attempts` to the host's stream, in one pipeline.
+    A Redis error raises StoreUnavailableError."""
+    stream = keys.host_wakes(host_id)
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            for attempt in attempts:
+                fields = {
+                    "kind": DELIVERED, "route": attempt.route_id,
+                    "generation": attempt.generation, "ordinal": attempt.ordinal,
+                }  # fmt: skip
+                pipe.xadd(stream, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]  # redis-py's field types are narrower than what it takes
+            await pipe.execute()
+    except RedisError as error:
+        raise StoreUnavailableError("announce deliveries", type(error).__name__) from error
+
+
 async def last_wake_id(client: Redis, keys: KeySpace, host_id: str) -> str:
     """The newest entry's id of the host's stream ("0-0" when it has none)."""
     try:
@@ -73,7 +111,7 @@ async def last_wake_id(client: Redis, keys: KeySpace, host_id: str) -> str:
 
 async def next_wakes(
     client: Redis, keys: KeySpace, host_id: str, after: str, *, block_ms: int
-) -> tuple[str, list[Wake]]:
+) -> tuple[str, list[Wake | Delivered]]:
     """The entries after id `after` (waiting up to `block_ms` for one), and the id to read
     after next. An entry that does not decode is skipped (it is only a hint)."""
     try:
@@ -84,7 +122,7 @@ async def next_wakes(
         _raise_if_cancelled()
         raise StoreUnavailableError("wakes", type(error).__name__) from error
     _raise_if_cancelled()
-    wakes: list[Wake] = []
+    wakes: list[Wake | Delivered] = []
     for _stream, entries in reply or []:
         for entry_id, fields in entries:
             after = str(entry_id)
@@ -103,9 +141,11 @@ def _raise_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
-def _decoded(fields: dict[str, str]) -> Wake | None:
+def _decoded(fields: dict[str, str]) -> Wake | Delivered | None:
     try:
         fence = AttemptFence(fields["route"], int(fields["generation"]), int(fields["ordinal"]))
+        if fields.get("kind") == DELIVERED:
+            return Delivered(fence)
         deadline = datetime.fromisoformat(fields["deadline"])
     except (KeyError, ValueError):
         return None

@@ -17,6 +17,7 @@ from actors.keys import AttemptFence
 from actors.routes.commands import CompleteSwitch, RouteCommand, RouteContext, RouteSettings
 from actors.routes.models import AttemptRecord, RouteSnapshot, Transition
 from actors.routes.plan import plan
+from actors.routes.profile_board import ProfileBoard
 from actors.routes.profiles import RouteProfile
 from actors.store.route_codec import applied_snapshot
 from catalogue import Evidence
@@ -138,10 +139,12 @@ def seed_profile() -> DynamicProfile:
 @dataclass
 class MemoryRoutes:
     """`plan` over snapshots held in memory, the fences checked as the store checks them:
-    the service's logic without Redis, for the unit tier."""
+    the service's logic without Redis, for the unit tier. `profiles`: the stored
+    profiles each command is planned with (as a round would have read them)."""
 
     clock: ManualClock
     settings: RouteSettings = field(default_factory=RouteSettings)
+    profiles: ProfileBoard | None = None
     routes: dict[str, RouteSnapshot] = field(default_factory=dict)
     histories: dict[str, list[AttemptRecord]] = field(default_factory=dict)
     applied: list[Transition] = field(default_factory=list)
@@ -151,7 +154,8 @@ class MemoryRoutes:
 
     def run(self, route_id: str, command: RouteCommand) -> RouteSnapshot:
         before = self.snapshot(route_id)
-        transition = plan(before, command, RouteContext(self.clock.now(), self.settings))
+        context = RouteContext(self.clock.now(), self.settings, profiles=self.profiles)
+        transition = plan(before, command, context)
         if transition is None:
             return before
         after = self._apply(before, transition)

@@ -8,8 +8,10 @@ import pickle
 
 import pytest
 
+from actors.api.auth import TokenError
 from actors.cli.common import CliError
 from actors.cli.jsonlines import LineRefusedError
+from actors.cli.operator import OperatorExitError
 from actors.demo.errors import DemoError
 from actors.engine.config import ConfigError
 from actors.errors import (
@@ -35,8 +37,18 @@ from actors.errors import (
     TransitionRejectedError,
     error_report,
 )
+from actors.hosting.circuit_handle import NoCircuitHostsError
 from actors.hosting.installation import InstallationMismatchError
-from actors.jobs.dispatcher import DispatchTimedOut, NotDispatched
+from actors.jobs.dispatcher import AmbiguousDispatch, DispatchTimedOut, NotDispatched
+from actors.routes.profile_errors import (
+    InvalidStoredProfileError,
+    ProfileConfigurationError,
+    ProfileEditDeniedError,
+    ProfileExistsError,
+    ProfileNotFoundError,
+    ProfileNotReadError,
+    StaleProfileVersionError,
+)
 from actors.store.embedded import EmbeddedRedisError
 from actors.store.installation import CorruptInstallationError, NoInstallationError
 from actors.store.scripts import ScriptError
@@ -50,6 +62,14 @@ NOT_ERRORS = {
     "actors.store.route_codec._UnreadableError": (
         "the codec's internal signal naming the field that does not decode: never leaves "
         "route_codec, which raises CorruptRouteError or StoreUnavailableError in its place"
+    ),
+    "actors.api.problems.ApiProblem": (
+        "an HTTP error answer raised to leave an endpoint and turned into its response by "
+        "the app's own handler: it never leaves the API app"
+    ),
+    "actors.api.guard.BodyTooLargeError": (
+        "the guard's internal signal that a streamed body passed its bound, answered 413 by "
+        "the guard itself: it never leaves actors/api/guard.py"
     ),
     "actors.cli.up._StopRequestedError": (
         "a stop signal raised into the main thread by the signal handler and caught by "
@@ -85,6 +105,9 @@ SAMPLES: list[RecoveryError] = [
     CliError("no Redis URL: pass --redis-url URL or set REDIS_URL"),
     DemoError("the fleet needs at least one route"),
     NotDispatched("the orchestrator is draining"),
+    NotDispatched("agent pool full", retry_after=3),
+    AmbiguousDispatch("webhook answered 500: outcome ambiguous"),
+    TokenError("RECOVERY_API_TOKEN", "must be at least 16 characters"),
     DispatchTimedOut(60.0),
     ScriptError("transition: names a key literally; pass every key in KEYS"),
     CorruptInstallationError("recovery:installation", "host_names: Field required"),
@@ -96,6 +119,15 @@ SAMPLES: list[RecoveryError] = [
     MessageNotFoundError("0123456789abcdef0123456789abcdef"),
     NotAuthorisedError("task-1", "route-1"),
     PluginLoadError("RECOVERY_TRANSCRIPT", "acme.tasks:nope", "module has no attribute 'nope'"),
+    OperatorExitError(3, "stale generation: expected 1, but the route is at generation 2"),
+    NoCircuitHostsError("recovery"),
+    ProfileConfigurationError("fleet", "profile 'fleet' cannot be decided from"),
+    ProfileNotFoundError("fleet"),
+    InvalidStoredProfileError("fleet", 3, "its document is not JSON"),
+    ProfileNotReadError("fleet"),
+    ProfileExistsError("fleet", 2),
+    StaleProfileVersionError("fleet", 2, 3),
+    ProfileEditDeniedError("fleet", "update", "alice"),
 ]
 
 

@@ -155,6 +155,7 @@ BLIND8 = "bench/data/real_errors.blind8.jsonl"
 BLIND9 = "bench/data/real_errors.blind9.jsonl"
 BLIND10 = "bench/data/real_errors.blind10.jsonl"
 BLIND11 = "bench/data/real_errors.blind11.jsonl"
+BLIND12 = "bench/data/real_errors.blind12.jsonl"
 # Each fresh set after the fourth, with the sets collected before it.
 FRESH_SETS = (
     (BLIND5, (*BLIND_SETS, BLIND3, BLIND4)),
@@ -166,6 +167,10 @@ FRESH_SETS = (
     (
         BLIND11,
         (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10),
+    ),
+    (
+        BLIND12,
+        (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10, BLIND11),
     ),
 )
 # blind10 was collected with up to two rows from one thread (two different errors in one

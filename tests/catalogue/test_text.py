@@ -143,3 +143,18 @@ def test_a_protocol_qualified_error_prefix_opens_a_report() -> None:
         "}",
     ]
     assert report_lines("The ACP protocol error: it happens when the agent crashes.") == []
+
+
+# Every ASCII character `str.split` splits at, and others around them.
+_ASCII_PIECES = [chr(c) for c in (*range(0x09, 0x0E), *range(0x1C, 0x21))] + ["a", "Ab", "\x00"]
+
+
+@given(st.lists(st.sampled_from([*_ASCII_PIECES, "  ", "x y", "\x1b", "\x7f"]), max_size=12))
+def test_the_flat_view_of_ascii_text_is_its_words_joined_by_single_spaces(
+    pieces: list[str],
+) -> None:
+    # The fast path keeps an already flat text as it is: exactly when collapsing would.
+    text = "".join(pieces)
+    views = make_views(text)
+    assert views.flat == " ".join(text.lower().split())
+    assert views.tokens >= tokens_of(views.flat)

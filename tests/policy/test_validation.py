@@ -241,6 +241,20 @@ def test_profile_errors_across_candidates_are_reported_together() -> None:
     ]
 
 
+def test_a_candidate_may_name_its_account_label_as_the_model_allows() -> None:
+    parsed = parse_profile({"candidates": [{"id": "a", "agent": "codex-acp", "account": "team@x"}]})
+    assert parsed.candidates[0].account == "team@x"
+    again = parse_profile(parsed.model_dump(mode="json"))  # a dumped profile parses back
+    assert again == parsed
+
+
+def test_an_account_label_outside_its_pattern_is_refused_naming_the_field() -> None:
+    data = {"candidates": [{"id": "a", "agent": "x", "account": "two words"}]}
+    assert errors_of(data, profile=True) == [
+        "candidates[0].account: must match ^[A-Za-z0-9._:@/+-]{1,128}$, got 'two words'"
+    ]
+
+
 def test_a_candidate_may_name_its_account_label_and_a_bad_one_is_refused_by_name() -> None:
     """Found by schemathesis against the HTTP API: the model (and so the documented
     schema) had `account`, the JSON parser refused it as an unknown key."""

@@ -10,6 +10,8 @@
 --           (how many NotDispatched answers its route has recorded for the attempt);
 --           start: ""
 --       [5] seconds until the ledger expires (each write renews it)
+--       [6..] finish: pairs of a fact's field name and its value, what the dispatcher
+--           observed (its receiver's status, the latency); none for the other steps
 -- Returns {1, state} when the step was written, else nothing is written and it returns
 --         {0, current state} ("none" for a ledger never written).
 -- "queue" creates a ledger, or queues again one finished `not_dispatched` whose
@@ -51,8 +53,12 @@ elseif operation == 'finish' then
   if outcome ~= 'delivered' and outcome ~= 'not_dispatched' and outcome ~= 'failed' then
     return redis.error_reply('dispatch_ledger: unknown outcome ' .. outcome)
   end
+  redis.call('HDEL', KEYS[1], 'status', 'latency_ms', 'answer')  -- a redelivery's own
   redis.call('HSET', KEYS[1], 'state', 'finished', 'finished_at', ARGV[2],
     'outcome', outcome, 'detail', ARGV[4])
+  for index = 6, #ARGV - 1, 2 do
+    redis.call('HSET', KEYS[1], ARGV[index], ARGV[index + 1])
+  end
   if outcome == 'not_dispatched' then
     redis.call('HINCRBY', KEYS[1], 'returns', 1)
   end

@@ -248,6 +248,7 @@ def test_route_prints_one_snapshot(
 
     out = capsys.readouterr().out
     assert "state:     retry_wait (generation 1)" in out
+    assert "next step: wait" in out
     assert "candidate: claude (#0)" in out
     assert "failure:   provider_overloaded (transient) by anthropic.http.529.v1" in out
     assert "retry:     1 of 3 (attempt 1)" in out
@@ -268,6 +269,7 @@ def test_route_history_lists_attempt_records_in_order(
     out = capsys.readouterr().out
     snapshot, history = out.split("\n\n")
     assert "state:     action_required (generation 1)" in snapshot
+    assert "next step: manual" in snapshot
     header, *rows = history.splitlines()
     assert header.split()[:4] == ["AT", "GEN", "ORD", "DECISION"]
     assert [row.split()[3] for row in rows] == ["start", "retry", "cancel_wait"]

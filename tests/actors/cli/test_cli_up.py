@@ -281,7 +281,8 @@ def test_a_flag_is_checked_like_the_setting_it_overrides(
 ) -> None:
     monkeypatch.delenv("RECOVERY_HOSTS", raising=False)
     assert main(["up", "--dispatcher", "not an import path"]) == 2
-    assert capsys.readouterr().err.startswith("recovery up: --dispatcher: must be an import path")
+    refusal = "recovery up: --dispatcher: must be 'webhook' or an import path"
+    assert capsys.readouterr().err.startswith(refusal)
 
 
 def test_up_with_an_unreachable_redis_exits_2_before_starting_anything(

@@ -43,3 +43,25 @@ class Factories:
     """A dotted attribute path: `module:Factories.allow_all`."""
 
     allow_all = staticmethod(allow_all)
+
+
+class EditorsOnly(AllowAll):
+    """An authoriser that also decides profile edits: only "alice" may edit."""
+
+    async def authorise_profile_edit(
+        self, action: str, profile_id: str, principal: str | None
+    ) -> bool:
+        return principal == "alice"
+
+
+def editors_only() -> EditorsOnly:
+    return EditorsOnly()
+
+
+class SyncEditCheck(AllowAll):
+    def authorise_profile_edit(self, action: str, profile_id: str, principal: str | None) -> bool:
+        return True
+
+
+def sync_edit_check() -> SyncEditCheck:
+    return SyncEditCheck()

@@ -1,5 +1,7 @@
 """Authorising a cancel: the default checks the task recorded at route start and reads
-nothing else; denied and foreign pairs get the same answer."""
+nothing else; denied and foreign pairs get the same answer. Authorising a profile edit:
+the default lets every principal edit; an orchestrator's check decides, and one without
+it denies every edit."""
 
 from __future__ import annotations
 
@@ -7,8 +9,15 @@ import asyncio
 
 import pytest
 
-from actors.engine.authorisers import Authoriser, RecordedTaskAuthoriser, require_authorised
+from actors.engine.authorisers import (
+    PROFILE_ACTIONS,
+    Authoriser,
+    RecordedTaskAuthoriser,
+    require_authorised,
+    require_profile_edit,
+)
 from actors.errors import NotAuthorisedError, StoreUnavailableError
+from actors.routes.profile_errors import ProfileEditDeniedError
 
 RECORDED = {"route-1": "task-1", "route-2": "task-2"}
 
@@ -110,3 +119,86 @@ def test_a_store_outage_during_authorisation_is_no_denial() -> None:
     outage = Odd(error=StoreUnavailableError("recorded task", "ConnectionError: refused"))
     with pytest.raises(StoreUnavailableError):
         asyncio.run(require_authorised(outage, "task-1", "route-1", None))
+
+
+# Profile edits
+
+
+def _edit(authoriser: object, action: str = "update", profile_id: str = "fleet") -> str | None:
+    """Why the edit is denied (the error's text), None when it is allowed."""
+    try:
+        asyncio.run(require_profile_edit(authoriser, action, profile_id, "alice"))  # type: ignore[arg-type]  # any object may be configured
+    except ProfileEditDeniedError as error:
+        return str(error)
+    return None
+
+
+@pytest.mark.parametrize("principal", [None, "alice", "bob"])
+@pytest.mark.parametrize("action", PROFILE_ACTIONS)
+def test_the_default_lets_every_principal_edit_every_profile_without_a_read(
+    action: str, principal: str | None
+) -> None:
+    lookup = Lookup()
+    authoriser = RecordedTaskAuthoriser(lookup)
+    assert asyncio.run(authoriser.authorise_profile_edit(action, "fleet", principal)) is True
+    assert lookup.reads == []
+
+
+@pytest.mark.parametrize(
+    ("action", "profile_id"), [("rename", "fleet"), ("update", "no spaces"), ("delete", "")]
+)
+def test_the_default_denies_an_edit_that_could_name_nothing(action: str, profile_id: str) -> None:
+    denied = _edit(RecordedTaskAuthoriser(Lookup()), action, profile_id)
+    assert denied == f"principal 'alice' may not {action} profile {profile_id!r}"
+
+
+class EditPolicy:
+    """An orchestrator's authoriser whose profile-edit check answers `answer` (or raises
+    `error`), recording what it was asked; it denies every cancel."""
+
+    def __init__(self, answer: object = True, error: BaseException | None = None) -> None:
+        self.answer = answer
+        self.error = error
+        self.asked: list[tuple[str, str, str | None]] = []
+
+    async def authorise(self, task_id: str, session_id: str, principal: str | None) -> bool:
+        return False
+
+    async def authorise_profile_edit(
+        self, action: str, profile_id: str, principal: str | None
+    ) -> bool:
+        self.asked.append((action, profile_id, principal))
+        if self.error is not None:
+            raise self.error
+        return self.answer  # type: ignore[return-value]  # a careless authoriser
+
+
+def test_an_orchestrators_profile_edit_check_is_asked_and_decides() -> None:
+    allowing, denying = EditPolicy(), EditPolicy(answer=False)
+    assert _edit(allowing) is None
+    assert _edit(denying) == "principal 'alice' may not update profile 'fleet'"
+    assert allowing.asked == denying.asked == [("update", "fleet", "alice")]
+
+
+@pytest.mark.parametrize(
+    "authoriser",
+    [EditPolicy(answer="yes"), EditPolicy(answer=1), EditPolicy(error=KeyError("fleet")), Odd()],
+    ids=["string", "one", "raises", "no-method"],
+)
+def test_only_true_allows_an_edit_and_an_authoriser_without_the_check_denies_every_edit(
+    authoriser: object,
+) -> None:
+    assert _edit(authoriser) == "principal 'alice' may not update profile 'fleet'"
+
+
+def test_a_store_outage_during_an_edit_check_is_no_denial() -> None:
+    outage = EditPolicy(error=StoreUnavailableError("principals", "ConnectionError: refused"))
+    with pytest.raises(StoreUnavailableError):
+        asyncio.run(require_profile_edit(outage, "create", "fleet", None))
+
+
+def test_a_denied_anonymous_edit_names_no_principal_and_a_long_one_is_cut() -> None:
+    assert str(ProfileEditDeniedError("fleet", "delete", None)) == (
+        "an anonymous caller may not delete profile 'fleet'"
+    )
+    assert "x" * 59 + "…'" in str(ProfileEditDeniedError("fleet", "delete", "x" * 300))

@@ -141,7 +141,7 @@ def test_worker_paths_from_the_environment_are_split_on_the_path_separator() -> 
 
 
 INTEGER = "must be an integer >= 1, got "
-IMPORT_PATH = "must be an import path 'package.module:callable', got "
+DISPATCHER = "must be 'webhook' or an import path 'package.module:callable', got "
 
 
 @pytest.mark.parametrize(
@@ -155,8 +155,8 @@ IMPORT_PATH = "must be an import path 'package.module:callable', got "
         ("RECOVERY_UTILITY_TTL_S", "²", INTEGER + "'²'"),
         ("RECOVERY_RAY_CPUS", "half", INTEGER + "'half'"),
         ("RECOVERY_RAY_DASHBOARD", "maybe", "must be a boolean"),
-        ("RECOVERY_DISPATCHER", "kandev.dispatch", IMPORT_PATH + "'kandev.dispatch'"),
-        ("RECOVERY_DISPATCHER", "kandev:2fast", IMPORT_PATH + "'kandev:2fast'"),
+        ("RECOVERY_DISPATCHER", "kandev.dispatch", DISPATCHER + "'kandev.dispatch'"),
+        ("RECOVERY_DISPATCHER", "kandev:2fast", DISPATCHER + "'kandev:2fast'"),
         ("RECOVERY_KEY_PREFIX", "bad prefix", "must match"),
         ("RECOVERY_KEY_PREFIX", "ends:", "got 'ends:'"),
         ("RECOVERY_QUEUE", "two words", "must match"),
@@ -184,7 +184,7 @@ def test_a_bad_environment_value_names_the_variable_and_the_value(
         ("hosts = true", "hosts: must be an integer >= 1, got True"),
         ('workers = "many"', "workers: must be an integer >= 0, got 'many'"),
         ("ray_dashboard = 3", "ray_dashboard: must be a boolean"),
-        ('dispatcher = "no-colon"', "dispatcher: must be an import path"),
+        ('dispatcher = "no-colon"', "dispatcher: must be 'webhook' or an import path"),
         ("data_dir = 5", "data_dir: must be a non-empty string, got 5"),
         ("worker_paths = [1, 2]", "worker_paths: must be a list of folder paths, got [1, 2]"),
         ("redis_url = { host = 'db' }", "redis_url: must be a non-empty string, got {'host'"),

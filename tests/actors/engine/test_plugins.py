@@ -4,17 +4,19 @@ a spec that does not load is named in the error."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from fakeredis.aioredis import FakeRedis
 
 from actors.clock import ManualClock
-from actors.engine.authorisers import RecordedTaskAuthoriser
+from actors.engine.authorisers import RecordedTaskAuthoriser, require_profile_edit
 from actors.engine.plugins import load_authoriser, load_transcript
 from actors.errors import PluginLoadError
 from actors.keys import KeySpace
+from actors.routes.profile_errors import ProfileEditDeniedError
 from actors.store.redis_transcript import RedisTranscript
-from tests.actors.engine.plugin_samples import AllowAll
+from tests.actors.engine.plugin_samples import AllowAll, EditorsOnly
 from tests.actors.engine.transcript_fakes import MemoryTranscript
 from tests.actors.route_builders import T0
 
@@ -83,3 +85,27 @@ def test_an_authoriser_without_an_async_authorise_is_refused(attribute: str) -> 
 
 def test_a_plugin_load_error_is_a_value_error() -> None:
     assert issubclass(PluginLoadError, ValueError)
+
+
+def test_an_authoriser_with_a_profile_edit_check_loads_with_it() -> None:
+    authoriser = load_authoriser(f"{SAMPLES}:editors_only", recorded_task=no_task)
+    assert isinstance(authoriser, EditorsOnly)
+    asyncio.run(require_profile_edit(authoriser, "create", "fleet", "alice"))
+    with pytest.raises(ProfileEditDeniedError):
+        asyncio.run(require_profile_edit(authoriser, "create", "fleet", "bob"))
+
+
+def test_an_authoriser_without_a_profile_edit_check_loads_and_warns_that_edits_are_denied(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="actors.engine.plugins"):
+        authoriser = load_authoriser(f"{SAMPLES}:allow_all", recorded_task=no_task)
+    assert "has no authorise_profile_edit: every profile edit is denied" in caplog.text
+    with pytest.raises(ProfileEditDeniedError):
+        asyncio.run(require_profile_edit(authoriser, "create", "fleet", "alice"))
+
+
+def test_an_authoriser_whose_profile_edit_check_is_not_async_is_refused() -> None:
+    with pytest.raises(PluginLoadError) as caught:
+        load_authoriser(f"{SAMPLES}:sync_edit_check", recorded_task=no_task)
+    assert caught.value.detail == "its authorise_profile_edit is not async"

@@ -1,7 +1,7 @@
 """Transcript retry notices through the route service (actors/engine/notice_lifecycle.py):
-the seed's notice scenarios, a cancel's authorisation, the port failing under
-transitions that must still succeed, and 1,000 sessions of seeded churn through the
-service and the Redis transcript.
+the seed's notice scenarios, a delivered dispatch as the session's accepted prompt, a
+cancel's authorisation, the port failing under transitions that must still succeed, and
+1,000 sessions of seeded churn through the service and the Redis transcript.
 
 Each test runs on fakeredis and on the session's real Redis (both the routes and the
 transcript), with a ManualClock and a ManualScheduler: nothing sleeps."""
@@ -40,6 +40,7 @@ TASK = "task-1"
 @dataclass
 class Rig:
     service: RouteService
+    notices: RouteNotices
     port: CheckedTranscript
     guards: SessionGuards
     scheduler: ManualScheduler
@@ -70,6 +71,12 @@ class Rig:
     async def succeed(self, route_id: str) -> RouteSnapshot:
         generation = (await self.service.snapshot(route_id)).generation
         return await self.service.report_success(route_id, generation)
+
+    async def deliver(self, route_id: str, generation: int, ordinal: int) -> None:
+        """The dispatch job's announcement that attempt (generation, ordinal) was delivered,
+        as the owning host follows it (RouteHost's wake follower)."""
+        attempt = AttemptFence(route_id, generation, ordinal)
+        await self.notices.delivered([attempt], self.service.snapshot)
 
     async def messages(self, route_id: str, task: str = TASK) -> list[TranscriptMessage]:
         return await self.port.inner.list_session_messages(task, route_id)
@@ -132,7 +139,7 @@ async def rig(backend: Backend) -> AsyncIterator[Rig]:
 
         notices = RouteNotices(SessionNotices(port, guards), RecordedTaskAuthoriser(recorded_task))
         service = RouteService(store, backend.clock, notices=notices)
-        yield Rig(service, port, guards, scheduler, backend, reads)
+        yield Rig(service, notices, port, guards, scheduler, backend, reads)
 
 
 def run(backend: Backend, scenario: Callable[[Rig], Awaitable[None]]) -> None:
@@ -268,6 +275,93 @@ def test_a_route_without_a_task_writes_no_notice_and_cannot_be_cancelled(
     run(backend, scenario)
 
 
+# -- a delivered dispatch ------------------------------------------------------------------
+
+
+def test_a_delivered_dispatch_is_the_sessions_accepted_prompt_until_its_outcome(
+    backend: Backend,
+) -> None:
+    async def scenario(r: Rig) -> None:
+        await r.start("s1")
+        await r.fail("s1")
+        dispatched = await r.fire("s1")
+        attempt = AttemptFence("s1", dispatched.generation, dispatched.attempt_ordinal)
+        await r.deliver("s1", dispatched.generation, dispatched.attempt_ordinal)
+        owned = r.guards.view("s1")
+        assert owned is not None
+        assert (owned.prompt, owned.retry) == (attempt, attempt)
+        assert (await r.succeed("s1")).state == "active"
+        retired = r.guards.view("s1")
+        assert retired is not None
+        assert (retired.prompt, retired.retry, retired.watermark) == (None, None, attempt)
+        assert retired.fence_until is not None
+        assert await r.retrying("s1") == []
+
+    run(backend, scenario)
+
+
+def test_a_delivered_dispatch_whose_next_failure_retries_hands_the_session_to_that_retry(
+    backend: Backend,
+) -> None:
+    async def scenario(r: Rig) -> None:
+        await r.start("s1")
+        await r.fail("s1")
+        dispatched = await r.fire("s1")
+        await r.deliver("s1", dispatched.generation, dispatched.attempt_ordinal)
+        again = await r.fail("s1")  # the delivered turn failed too: attempt N+1
+        view = r.guards.view("s1")
+        assert view is not None
+        assert view.prompt is None  # the failed prompt is over once its retry is armed
+        assert (view.retry, view.retry_armed) == (
+            AttemptFence("s1", again.generation, again.attempt_ordinal), True,
+        )  # fmt: skip
+
+    run(backend, scenario)
+
+
+def test_a_late_or_unconfirmed_delivery_owns_no_session(backend: Backend) -> None:
+    """Deliveries announced after their attempt's outcome, for an attempt Redis never
+    dispatched, for a route without a task, and after the session's entry was reclaimed:
+    none owns its session (an owned entry would never be reclaimed)."""
+
+    async def scenario(r: Rig) -> None:
+        await r.start("done")
+        await r.fail("done")
+        done = await r.fire("done")
+        await r.succeed("done")
+        await r.deliver("done", done.generation, done.attempt_ordinal)  # after its outcome
+        await r.start("next")
+        await r.fail("next")
+        first = await r.fire("next")
+        second = await r.fail("next")
+        await r.deliver("next", first.generation, first.attempt_ordinal)  # superseded
+        await r.start("waiting")
+        waiting = await r.fail("waiting")
+        await r.deliver("waiting", waiting.generation, waiting.attempt_ordinal)  # not fired
+        await r.start("plain", task=None)
+        await r.fail("plain")
+        plain = await r.fire("plain")
+        await r.deliver("plain", plain.generation, plain.attempt_ordinal)  # no task
+        views = {s: r.guards.view(s) for s in ("done", "next", "waiting", "plain")}
+        assert all(v is None or v.prompt is None for v in views.values()), views
+        assert views["plain"] is None
+        next_view = views["next"]
+        assert next_view is not None
+        assert next_view.retry == AttemptFence("next", second.generation, second.attempt_ordinal)
+        await r.start("gone")
+        await r.fail("gone")
+        gone = await r.fire("gone")
+        await r.service.cancel_transient_retry(TASK, "gone", None)
+        r.backend.clock.advance(LATE_EVENT_FENCE + timedelta(seconds=1))
+        r.scheduler.run_due()
+        assert r.guards.view("gone") is None  # reclaimed after its fence
+        await r.deliver("gone", gone.generation, gone.attempt_ordinal)  # long after it all
+        assert r.guards.view("gone") is None
+        assert r.guards.counts()["guards_owned"] == 2  # "next" and "waiting": their retries
+
+    run(backend, scenario)
+
+
 # -- the port failing ----------------------------------------------------------------------
 
 
@@ -306,20 +400,40 @@ CONCURRENT = 16  # sessions stepping at once (within the store's bounded pool)
 def test_a_thousand_sessions_of_seeded_churn_leave_no_notice_and_no_guard_past_its_fence(
     real_backend: Backend,
 ) -> None:
-    """Random interleavings of failure, retry, success, cancel, superseding attempt (a
-    second failure), stop, delete (close) and late provider events (a report for a
-    retired attempt), then every route closed: zero retrying messages, none written for a
-    retired attempt, and no guard entry left past its fence."""
+    """Random interleavings of failure, retry, delivered dispatch, success, cancel,
+    superseding attempt (a second failure), stop, delete (close) and late provider events
+    (a report or a delivery for a retired attempt), then every route closed: zero retrying
+    messages, none written for a retired attempt, no session still owned, and no guard
+    entry left past its fence."""
     chooser = random.Random(20261201)
+    accepted: list[str] = []  # sessions a delivery owned
+
+    async def deliver(r: Rig, snapshot: RouteSnapshot, ordinal: int) -> None:
+        route_id, ordinal = snapshot.route_id, max(0, ordinal)
+        before = r.guards.view(route_id)
+        await r.deliver(route_id, snapshot.generation, ordinal)
+        view = r.guards.view(route_id)
+        if snapshot.state == "retrying" and ordinal == snapshot.attempt_ordinal:
+            assert view is not None
+            assert view.prompt == AttemptFence(route_id, snapshot.generation, ordinal)
+            accepted.append(route_id)
+        else:  # refused: the entry is as it was
+            assert view == before
 
     async def step(r: Rig, route_id: str) -> None:
         snapshot = await r.service.snapshot(route_id)
-        action = chooser.choice(["fail", "fire", "succeed", "cancel", "stop", "late", "close"])
+        action = chooser.choice(
+            ["fail", "fire", "deliver", "succeed", "cancel", "stop", "late", "close"]
+        )
         try:
             if action == "fail" and snapshot.state in {"active", "retrying"}:
                 await r.fail(route_id)
             elif action == "fire" and snapshot.state == "retry_wait":
-                await r.fire(route_id)
+                fired = await r.fire(route_id)
+                if chooser.random() < 0.8:  # its dispatch is delivered at once
+                    await deliver(r, fired, fired.attempt_ordinal)
+            elif action == "deliver":  # on time when retrying, else a late delivery
+                await deliver(r, snapshot, snapshot.attempt_ordinal - chooser.randrange(2))
             elif action == "succeed" and snapshot.state in {"active", "retrying"}:
                 await r.succeed(route_id)
             elif action == "cancel":
@@ -359,7 +473,10 @@ def test_a_thousand_sessions_of_seeded_churn_leave_no_notice_and_no_guard_past_i
         # the churn did exercise the notices: many created, some reused for attempt N+1
         assert r.port.calls.count("create") > SESSIONS // 4
         assert r.port.calls.count("update") > 0
-        assert r.guards.entries_past_fence() == []
+        assert len(accepted) > SESSIONS // 50  # and deliveries were accepted prompts
+        assert r.guards.counts() == {
+            "guards": r.guards.live_entries, "guards_owned": 0, "guards_past_fence": 0,
+        }  # fmt: skip
         r.backend.clock.advance(LATE_EVENT_FENCE + timedelta(seconds=1))
         r.scheduler.run_due()
         assert r.guards.live_entries == 0  # every entry reclaimed after its fence

@@ -68,7 +68,10 @@ def test_a_waiter_is_counted_before_the_lock_so_nobody_sees_a_replacement() -> N
                 first_in.set()
                 await let_first_go.wait()
 
-        async def later(name: str) -> None:
+        async def later(name: str, holding: asyncio.Event) -> None:
+            # Nothing suspends between this signal and the lock's wait inside `hold`, so
+            # once the signal is seen the waiter is queued on the lock.
+            holding.set()
             async with guards.hold(S) as held:
                 seen_locks.append(held.entry.lock)
                 inside.append(name)
@@ -78,9 +81,14 @@ def test_a_waiter_is_counted_before_the_lock_so_nobody_sees_a_replacement() -> N
 
         holder = asyncio.create_task(first())
         await first_in.wait()
-        waiters = [asyncio.create_task(later(f"waiter-{n}")) for n in range(3)]
-        await asyncio.sleep(0)  # every waiter is now blocked on the lock
+        holding = [asyncio.Event() for _ in range(3)]
+        waiters = [
+            asyncio.create_task(later(f"waiter-{n}", signal)) for n, signal in enumerate(holding)
+        ]
+        await asyncio.gather(*(signal.wait() for signal in holding))
         entry = guards.entries[S]
+        # asyncio.Lock keeps its waiters' futures in `_waiters`: every waiter is blocked there
+        assert len(entry.lock._waiters or ()) == 3
         assert entry.users == 4
         let_first_go.set()
         await holder  # it left with nothing owned: the waiters keep the entry alive
@@ -453,3 +461,38 @@ def test_the_manual_scheduler_runs_callbacks_in_due_order_at_their_time() -> Non
     assert seen == [("a", 1.0), ("b", 5.0), ("c", 5.0)]
     assert clock.now() == T0 + timedelta(seconds=10)
     assert scheduler.pending == 0
+
+
+def test_the_table_reports_its_owned_entries_and_those_past_their_fence() -> None:
+    """What a host answers about its guard table (RouteHost.notice_counts, session_guard):
+    an entry whose fence is over but whose timer has not run yet is counted past it."""
+
+    async def scenario() -> None:
+        guards, scheduler = table()
+        async with guards.hold("prompted") as held:
+            assert held.accept_prompt(identity(1, 0, "prompted"))
+        async with guards.hold("retrying") as held:
+            assert held.reserve_retry(attempt(1, 1, "retrying")).reserved
+            assert held.arm_retry(attempt(1, 1, "retrying"))
+        async with guards.hold("retired") as held:
+            held.retire(attempt(1, 2, "retired"))
+        assert guards.counts() == {"guards": 3, "guards_owned": 2, "guards_past_fence": 0}
+        prompted, retrying, retired = (guards.view(s) for s in ("prompted", "retrying", "retired"))
+        assert prompted is not None
+        assert (prompted.prompt, prompted.retry) == (attempt(1, 0, "prompted"), None)
+        assert retrying is not None
+        assert (retrying.retry, retrying.retry_armed, retrying.prompt) == (
+            attempt(1, 1, "retrying"), True, None,
+        )  # fmt: skip
+        assert retired is not None
+        assert (retired.watermark, retired.fence_until) == (
+            attempt(1, 2, "retired"), T0 + LATE_EVENT_FENCE,
+        )  # fmt: skip
+        assert (retired.users, retired.closed) == (0, False)
+        assert guards.view("never-seen") is None
+        scheduler.clock.advance(LATE_EVENT_FENCE)  # the fence is over; its timer not run yet
+        assert guards.counts()["guards_past_fence"] == 1
+        scheduler.run_due()
+        assert guards.counts() == {"guards": 2, "guards_owned": 2, "guards_past_fence": 0}
+
+    asyncio.run(scenario())

@@ -340,3 +340,71 @@ def test_incomplete_prompt_evidence_is_refused_without_touching_the_table() -> N
         assert notices.guards.live_entries == 0
 
     asyncio.run(scenario())
+
+
+def test_a_confirmed_prompt_is_read_under_the_guard_so_a_racing_retirement_ends_it() -> None:
+    """A delivered dispatch is confirmed (a store read) under the session's guard: the
+    retirement of its attempt's outcome, arriving meanwhile, waits and then ends it."""
+
+    async def scenario() -> None:
+        notices, _ = lifecycle(FaultyTranscript(MemoryTranscript(ManualClock(T0))), ManualClock(T0))
+        await fail_attempt(notices, attempt(1, 1))
+        reading, read_done = asyncio.Event(), asyncio.Event()
+
+        async def confirm() -> ExecutionIdentity | None:
+            reading.set()
+            await read_done.wait()
+            return prompt(attempt(1, 1))
+
+        async def retire_when_queued(queued: asyncio.Event) -> Resolution:
+            queued.set()  # nothing suspends from here to the guard's lock
+            return await notices.retire(TASK, S, attempt=attempt(1, 1), force=True)
+
+        accepting = asyncio.create_task(notices.accept_confirmed(S, confirm))
+        await reading.wait()
+        queued = asyncio.Event()
+        retiring = asyncio.create_task(retire_when_queued(queued))
+        await queued.wait()
+        assert notices.guards.entries[S].users == 2  # the retirement waits on the guard
+        read_done.set()
+        accepted, resolution = await asyncio.gather(accepting, retiring)
+        assert accepted is True
+        assert notices.tally.prompts == 1
+        assert resolution.listed
+        view = notices.guards.view(S)
+        assert view is not None
+        assert (view.prompt, view.retry, view.watermark) == (None, None, attempt(1, 1))
+
+    asyncio.run(scenario())
+
+
+def test_a_confirmation_that_no_longer_holds_owns_nothing_and_leaves_no_entry() -> None:
+    async def scenario() -> None:
+        notices, _ = lifecycle(FaultyTranscript(MemoryTranscript(ManualClock(T0))), ManualClock(T0))
+
+        async def gone() -> ExecutionIdentity | None:
+            return None  # the route no longer retries that attempt
+
+        assert await notices.accept_confirmed(S, gone) is False
+        assert notices.guards.live_entries == 0
+        assert notices.tally.prompts == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_confirmed_prompt_of_a_retired_attempt_is_still_refused_by_the_guard() -> None:
+    async def scenario() -> None:
+        notices, _ = lifecycle(FaultyTranscript(MemoryTranscript(ManualClock(T0))), ManualClock(T0))
+        await fail_attempt(notices, attempt(1, 1))
+        await notices.retire(TASK, S, attempt=attempt(1, 1), force=True)
+
+        async def stale() -> ExecutionIdentity | None:
+            return prompt(attempt(1, 1))
+
+        assert await notices.accept_confirmed(S, stale) is False
+        assert notices.tally.prompts == 0
+        view = notices.guards.view(S)
+        assert view is not None
+        assert (view.prompt, view.fence_until) == (None, T0 + LATE_EVENT_FENCE)
+
+    asyncio.run(scenario())

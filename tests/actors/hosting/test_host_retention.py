@@ -118,8 +118,9 @@ def test_a_host_closed_right_after_it_is_ready_stops_following_its_wakes(
     async def scenario() -> bool:
         host = RouteHost("host-0", redis_url, EngineSettings(key_prefix=keys.prefix))
         await host.ready()
-        following = host._following
+        follower = host._follower
+        assert follower.following
         await asyncio.wait_for(host.aclose(), timeout=3)  # closing takes ~0.05 s
-        return following is not None and following.done()
+        return not follower.following
 
     assert asyncio.run(scenario())
