@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final, TypeVar
 
 import ray
 import redis
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 from pydantic import ValidationError
 
 from actors.api.backend import ApiBackend, RouteApi
@@ -96,10 +96,10 @@ def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
         return RoutePage(routes=routes, next_cursor=after)
 
     @router.get("/routes/{route_id}", response_model=RouteSnapshot)
-    async def get_route(request: Request, route_id: RouteIdParam) -> RouteSnapshot:
+    async def get_route(request: Request, route_id: RouteIdParam) -> Response:
         """The route's snapshot (state `none`, generation 0, for a route never started)."""
         route = _route(backend(request), route_id)
-        return await answer(route, route.snapshot())
+        return as_json(await answer(route, route.snapshot()))
 
     @router.get("/routes/{route_id}/history", response_model=list[AttemptRecord])
     async def get_history(request: Request, route_id: RouteIdParam) -> list[AttemptRecord]:
@@ -110,53 +110,53 @@ def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
     @router.post("/routes/{route_id}/start", response_model=RouteSnapshot)
     async def start(
         request: Request, route_id: RouteIdParam, body: StartRequest, key: IdempotencyKey = None
-    ) -> RouteSnapshot:
+    ) -> Response:
         """A new route on the profile's first eligible candidate, generation 1."""
         route = _route(backend(request), route_id)
         profile = profile_of(body.profile, "profile")
-        return await answer(route, route.start(
+        return as_json(await answer(route, route.start(
             profile, caller=body.caller, invocation_id=body.invocation_id,
             provider_session_id=body.provider_session_id, request_id=key,
             task_id=body.task_id, utility=body.utility,
             recovery_deadline=body.recovery_deadline,
-        ))  # fmt: skip
+        )))  # fmt: skip
 
     @router.post("/routes/{route_id}/failure", response_model=RouteSnapshot)
     async def failure(
         request: Request, route_id: RouteIdParam, body: FailureRequest, key: IdempotencyKey = None
-    ) -> RouteSnapshot:
+    ) -> Response:
         """A failed turn: classified, decided by the candidate's policy, durable before
         the answer (`next_step` says what to do: `wait` for the dispatch, `run` on the
         next candidate, `manual`)."""
         route = _route(backend(request), route_id)
         evidence = _one_evidence(body)
-        return await answer(route, route.report_failure(
+        return as_json(await answer(route, route.report_failure(
             body.generation, evidence, body.turn, caller=body.caller,
             invocation_id=body.invocation_id, provider_session_id=body.provider_session_id,
             attempt=body.attempt, request_id=key, utility=body.utility,
-        ))  # fmt: skip
+        )))  # fmt: skip
 
     @router.post("/routes/{route_id}/success", response_model=RouteSnapshot)
     async def success(
         request: Request, route_id: RouteIdParam, body: GenerationRequest,
         key: IdempotencyKey = None,
-    ) -> RouteSnapshot:  # fmt: skip
+    ) -> Response:  # fmt: skip
         """The turn succeeded: the recovery is over (`next_step` done)."""
         route = _route(backend(request), route_id)
-        return await answer(route, route.report_success(body.generation, request_id=key))
+        return as_json(await answer(route, route.report_success(body.generation, request_id=key)))
 
     @router.post("/routes/{route_id}/actions/{action}", response_model=RouteSnapshot)
     async def act(
         request: Request, route_id: RouteIdParam, action: RouteAction, body: ActionRequest,
         key: IdempotencyKey = None,
-    ) -> RouteSnapshot:  # fmt: skip
+    ) -> Response:  # fmt: skip
         """A manual action at the expected generation (docs/CONTRACTS.md, Routes)."""
         route = _route(backend(request), route_id)
         if action != "start-fresh" and (body.profile is not None or body.recovery_deadline):
             field = "profile" if body.profile is not None else "recovery_deadline"
             raise invalid([ProblemField(field=field, location="body",
                                         message="only a start-fresh takes it")])  # fmt: skip
-        return await answer(route, _action(route, action, body, key))
+        return as_json(await answer(route, _action(route, action, body, key)))
 
     return router
 
@@ -174,6 +174,12 @@ def _action(
         "stop": route.stop, "resume": route.resume, "close": route.close,
     }[action]  # fmt: skip
     return command(body.generation, request_id=key)
+
+
+def as_json(snapshot: RouteSnapshot) -> Response:
+    """The snapshot's own JSON: the route's model wrote it, so it is not validated again
+    on its way out (the schema still names RouteSnapshot: `response_model`)."""
+    return Response(snapshot.model_dump_json(), media_type="application/json")
 
 
 def _route(found: ApiBackend, route_id: str) -> RouteApi:

@@ -50,6 +50,7 @@ def stateless_router(clock: Clock) -> APIRouter:
     """The catalogue's and the policy's endpoints; `clock` is "now" when a request
     gives none."""
     router = APIRouter()
+    schemas = {name: policy_json_schema(name) for name in ("profile", "document")}  # constant
 
     @router.post("/classify", response_model=Classification, tags=["catalogue"])
     def classify_evidence(evidence: Evidence) -> Classification:
@@ -130,7 +131,7 @@ def stateless_router(clock: Clock) -> APIRouter:
         document: Annotated[bool, Query(description="one candidate's v1 document")] = False,
     ) -> dict[str, Any]:
         """The JSON Schema of a dynamic profile (or of one candidate's document)."""
-        return policy_json_schema("document" if document else "profile")
+        return schemas["document" if document else "profile"]
 
     return router
 

@@ -1,13 +1,17 @@
 """`GET /events` before it streams: the cursor it resumes from, refusals in the API's
-shape, one message per entry (tests/actors/api/test_api_up.py reads a live stream)."""
+shape, one message per entry (tests/actors/api/test_api_up.py reads a live stream); the
+socket the API is served on."""
 
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
 from actors.api.events import sse_message
+from actors.api.server import bind
+from actors.engine.config_values import ApiAddress
 from actors.routes.models import RouteEvent
 from actors.store.event_reads import StreamCursor, StreamEntry
 from tests.actors.api.api_rigs import client_of, fake_backend
@@ -60,3 +64,14 @@ def test_an_entry_is_one_message_with_the_cursor_as_its_id() -> None:
     assert json.loads(lines[2].removeprefix("data: "))["reason"] == "line one\nline two"
     unreadable = sse_message(StreamEntry("transcript", "4-0", None, cursor))
     assert unreadable.split("\n")[1] == "event: unreadable"
+
+
+def test_the_api_socket_is_tcp_with_nagle_off() -> None:
+    """Found by bench/http.py: a socket made with protocol 0 is not one asyncio turns
+    Nagle off for, and every answer waited ~40 ms for the client's delayed ACK."""
+    listening = bind(ApiAddress("127.0.0.1", 0))
+    try:
+        assert listening.proto == socket.IPPROTO_TCP
+        assert listening.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        listening.close()
