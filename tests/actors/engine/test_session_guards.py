@@ -105,9 +105,11 @@ def test_a_waiter_cancelled_before_the_lock_gives_its_count_back() -> None:
     async def scenario() -> None:
         guards, _ = table()
         release = asyncio.Event()
+        held = asyncio.Event()
 
         async def holder() -> None:
             async with guards.hold(S):
+                held.set()
                 await release.wait()
 
         async def waiter() -> None:
@@ -115,7 +117,7 @@ def test_a_waiter_cancelled_before_the_lock_gives_its_count_back() -> None:
                 raise AssertionError("never gets the guard")
 
         first = asyncio.create_task(holder())
-        await asyncio.sleep(0)
+        await held.wait()
         second = asyncio.create_task(waiter())
         await asyncio.sleep(0)
         assert guards.entries[S].users == 2
