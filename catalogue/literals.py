@@ -10,8 +10,8 @@ some alternative has no usable literal.
 from __future__ import annotations
 
 import re
-from re import _constants as sre  # type: ignore[attr-defined]  # stdlib internals, stable in 3.11+
-from re import _parser as sre_parse  # type: ignore[attr-defined]  # idem
+from re import _constants as sre  # type: ignore[attr-defined, unused-ignore]  # stdlib internals (typeshed has some), stable in 3.11+
+from re import _parser as sre_parse  # type: ignore[attr-defined, unused-ignore]  # idem
 from typing import Any
 
 MIN_LITERAL = 3

@@ -14,9 +14,9 @@ re-escaped); a test compares every rule pattern with its rewrite on real and ran
 from __future__ import annotations
 
 import re
-from re import _compiler as sre_compile  # type: ignore[attr-defined]  # stdlib internals, stable in 3.11+
-from re import _constants as sre  # type: ignore[attr-defined]  # idem
-from re import _parser as sre_parse  # type: ignore[attr-defined]  # idem
+from re import _compiler as sre_compile  # type: ignore[attr-defined, unused-ignore]  # stdlib internals (typeshed has some), stable in 3.11+
+from re import _constants as sre  # type: ignore[attr-defined, unused-ignore]  # idem
+from re import _parser as sre_parse  # type: ignore[attr-defined, unused-ignore]  # idem
 from typing import Any
 
 __all__ = ["branches", "scanning"]
