@@ -1,21 +1,27 @@
 """What the HTTP API adds to a failure report (docs/CONTRACTS.md, Benchmarks).
 
 One run, one local runtime (`--hosts` route hosts on a local Ray, Redis embedded in a
-temporary folder unless REDIS_URL is set), and the HTTP API served on it exactly as
-`recovery up` serves it (actors/api/: a bearer token, request metrics, uvicorn in a thread
-of this process on a free loopback port). Every measured route is started first through
-a route handle (not timed); then each pair of reports alternates the two paths, A/B then
-B/A, one report at a time:
+temporary folder unless REDIS_URL is set). This process plays `recovery up`: it owns the
+runtime and serves the HTTP API on it as `up` does (actors/api/: a bearer token, request
+metrics, uvicorn in a thread on a free loopback port), its main thread idle while a report
+is measured. The orchestrators are two processes of their own, as they would be:
 
-- `http`: `POST /routes/{id}/failure` with the evidence as JSON, from a keep-alive
-  http.client connection in this process's main thread, answer parsed;
-- `handle`: the same report through RouteHandle.report_failure (the Python path).
+- `http`: a Python process that is no Ray driver, with one keep-alive http.client
+  connection: `POST /routes/{id}/failure`, the body encoded to JSON and the answer parsed
+  in the timed call;
+- `handle`: a Python process attached to the runtime (`RecoveryRuntime.attach`, its own
+  Ray driver) calling RouteHandle.report_failure, the Evidence made from the same data
+  and the handle taken in the timed call.
 
-Each report is Anthropic's 529 with a `Retry-After` header, on a route of its own whose
-candidate names an account of its own (so no circuit ever opens and every report is the
-same decision: a retry). Latency: the call to the parsed answer. CPU: this process's CPU
-time during the call (the client, the API's thread and the Ray driver: the route host's
-share is the same on both paths and is not counted). Prints one JSON line.
+Every measured route is started first through this process's runtime (not timed); then
+each pair alternates the two paths, A/B then B/A, one report at a time: this process tells
+one client which route to report on and waits for its answer before the next. Each report
+is Anthropic's 529 with a `Retry-After` header, on a route of its own whose candidate names
+an account of its own (so no circuit ever opens and every report is the same decision: a
+retry). Latency: timed in the client, the call to the parsed answer. CPU per report: the
+client's own CPU time in the call plus this process's (the API, its Ray driver, and the
+pipe to the client, which both paths pay alike) while it waited for the answer; the route
+host's share is the same on both paths and is not counted. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -36,9 +42,12 @@ import http.client  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from typing import Any, Final  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import IO, Any, Final  # noqa: E402
 
 from bench_common import ms, percentile  # noqa: E402
 
@@ -59,87 +68,149 @@ EVIDENCE: Final = {
     "body": json.dumps({"type": "error", "error": {"type": "overloaded_error",
                                                    "message": "Overloaded"}}),
 }  # fmt: skip
-TURN: Final = TurnEvidence.before_any_output(execution_id="exec-1", prompt_generation=1)
+WAITING: Final = frozenset({"retry_wait", "waiting_for_reset"})
 
 
-def profile(index: int) -> ConcreteProfile:
-    return ConcreteProfile(
-        id="claude", agent="claude-acp", provider="anthropic", account=f"bench-{index}"
-    )
+def turn_evidence() -> TurnEvidence:
+    return TurnEvidence.before_any_output(execution_id="exec-1", prompt_generation=1)
 
 
-class HttpClient:
+Report = Callable[[str], str]
+"""One client's report on a route: the answer's state."""
+
+
+# The clients: each a process of its own, reading route ids on stdin and answering each
+# with one line `wall_s cpu_s state` (its own clock and CPU time around the call).
+
+
+def http_client(port: int) -> Report:
     """One keep-alive connection to the API, as an orchestrator's HTTP client keeps."""
+    turn = turn_evidence().model_dump(mode="json")
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 
-    def __init__(self, port: int) -> None:
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        self.headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
-
-    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.connection.request("POST", path, json.dumps(body), self.headers)
-        answer = self.connection.getresponse()
+    def report(route_id: str) -> str:
+        body = {"generation": 1, "evidence": EVIDENCE, "turn": turn,
+                "caller": "bench", "invocation_id": "turn-1"}  # fmt: skip
+        connection.request("POST", f"/routes/{route_id}/failure", json.dumps(body), headers)
+        answer = connection.getresponse()
         data: dict[str, Any] = json.loads(answer.read())
         if answer.status != 200:
-            raise RuntimeError(f"{path}: {answer.status} {data}")
-        return data
+            raise RuntimeError(f"{route_id}: {answer.status} {data}")
+        return str(data["state"])
+
+    return report
+
+
+def handle_client(url: str, key_prefix: str) -> Report:
+    """A Python orchestrator: attached to the runtime, reporting through its handles."""
+    runtime = RecoveryRuntime.attach(redis_url=url, key_prefix=key_prefix)
+    loop = asyncio.new_event_loop()
+
+    def report(route_id: str) -> str:
+        evidence = Evidence.model_validate(EVIDENCE)
+        turn = turn_evidence()
+        call = runtime.route(route_id).report_failure(
+            1, evidence, turn, caller="bench", invocation_id="turn-1"
+        )
+        return loop.run_until_complete(call).state
+
+    return report
+
+
+def serve_client(report: Report) -> None:
+    """The client's side of the pipe: a route id in, `wall cpu state` out."""
+    gc.collect()
+    gc.freeze()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        route_id = line.strip()
+        wall, cpu = time.perf_counter(), time.process_time()
+        state = report(route_id)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"{wall!r} {cpu!r} {state}", flush=True)
+
+
+# This process: the runtime and the API as `up` runs them, and the alternation.
+
+
+@dataclass
+class Client:
+    """A client process, driven one report at a time."""
+
+    name: str
+    process: subprocess.Popen[str]
+
+    @classmethod
+    def spawn(cls, name: str, *arguments: str) -> Client:
+        command = [sys.executable, __file__, "--client", name, *arguments]
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        client = cls(name, process)
+        if client._line() != "ready":
+            raise RuntimeError(f"the {name} client did not start")
+        return client
+
+    def _line(self) -> str:
+        out: IO[str] | None = self.process.stdout
+        assert out is not None
+        line = out.readline()
+        if not line:
+            raise RuntimeError(f"the {self.name} client ended (exit {self.process.wait()})")
+        return line.strip()
+
+    def report(self, route_id: str) -> tuple[float, float, float]:
+        """(wall s, client CPU s, this process's CPU s) of one report."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        own = time.process_time()
+        stdin.write(route_id + "\n")
+        stdin.flush()
+        wall, cpu, state = self._line().split()
+        own = time.process_time() - own
+        if state not in WAITING:
+            raise RuntimeError(f"{self.name} report on {route_id} answered {state}")
+        return float(wall), float(cpu), own
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
 
 
 def measure(
-    runtime: RecoveryRuntime, client: HttpClient, pairs: int, warmup: int
+    clients: dict[str, Client], routes: dict[str, list[str]], warmup: int
 ) -> dict[str, Any]:
-    loop = asyncio.new_event_loop()
-    total = pairs + warmup
-    http_ids = [f"http-{i}" for i in range(total)]
-    handle_ids = [f"handle-{i}" for i in range(total)]
-
-    async def start_all() -> None:
-        for index, route_id in enumerate([*http_ids, *handle_ids]):
-            await runtime.route(route_id).start(
-                profile(index), caller="bench", invocation_id="turn-1"
-            )
-
-    loop.run_until_complete(start_all())
-    evidence = Evidence.model_validate(EVIDENCE)
-    body = {"generation": 1, "evidence": EVIDENCE, "turn": TURN.model_dump(mode="json"),
-            "caller": "bench", "invocation_id": "turn-1"}  # fmt: skip
-    figures: dict[str, list[tuple[float, float]]] = {"http": [], "handle": []}
-
-    def over_http(index: int) -> tuple[float, float, str]:
-        wall, cpu = time.perf_counter(), time.process_time()
-        answer = client.post(f"/routes/{http_ids[index]}/failure", body)
-        return time.perf_counter() - wall, time.process_time() - cpu, answer["state"]
-
-    def over_handle(index: int) -> tuple[float, float, str]:
-        route = runtime.route(handle_ids[index])
-        wall, cpu = time.perf_counter(), time.process_time()
-        answer = loop.run_until_complete(route.report_failure(
-            1, evidence, TURN, caller="bench", invocation_id="turn-1"))  # fmt: skip
-        return time.perf_counter() - wall, time.process_time() - cpu, answer.state
-
-    gc.collect()
-    gc.freeze()  # the timed reports see no full collection of the setup's garbage
-    for index in range(total):
-        order = [("http", over_http), ("handle", over_handle)]
-        for name, call in order if index % 2 == 0 else order[::-1]:
-            wall, cpu, state = call(index)
-            if state not in {"retry_wait", "waiting_for_reset"}:
-                raise RuntimeError(f"{name} report {index} answered {state}")
+    figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in clients}
+    names = list(clients)
+    for index in range(len(routes[names[0]])):
+        for name in names if index % 2 == 0 else names[::-1]:
+            sample = clients[name].report(routes[name][index])
             if index >= warmup:
-                figures[name].append((wall, cpu))
-    loop.close()
+                figures[name].append(sample)
     return summary(figures)
 
 
-def summary(figures: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
+def summary(figures: dict[str, list[tuple[float, float, float]]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, samples in figures.items():
-        walls = [wall for wall, _ in samples]
+        walls = [wall for wall, _, _ in samples]
         out[f"{name}_p50_ms"] = ms(percentile(walls, 0.50))
         out[f"{name}_p99_ms"] = ms(percentile(walls, 0.99))
         out[f"{name}_mean_ms"] = ms(statistics.fmean(walls))
-        out[f"{name}_cpu_us_per_op"] = round(statistics.fmean(c for _, c in samples) * 1e6, 1)
+        client = statistics.fmean(cpu for _, cpu, _ in samples) * 1e6
+        server = statistics.fmean(own for _, _, own in samples) * 1e6
+        out[f"{name}_cpu_us_per_op"] = round(client + server, 1)
+        out[f"{name}_client_cpu_us_per_op"] = round(client, 1)
+        out[f"{name}_server_cpu_us_per_op"] = round(server, 1)
+    paired = [a[0] - b[0] for a, b in zip(figures["http"], figures["handle"], strict=True)]
     out["http_added_p50_ms"] = round(out["http_p50_ms"] - out["handle_p50_ms"], 3)
     out["http_added_p99_ms"] = round(out["http_p99_ms"] - out["handle_p99_ms"], 3)
+    out["http_added_paired_median_ms"] = ms(statistics.median(paired))
     out["http_added_cpu_us_per_op"] = round(
         out["http_cpu_us_per_op"] - out["handle_cpu_us_per_op"], 1
     )
@@ -148,16 +219,14 @@ def summary(figures: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pairs", type=int, default=500, help="measured report pairs")
-    parser.add_argument("--warmup", type=int, default=50, help="pairs not measured")
-    parser.add_argument("--hosts", type=int, default=1, help="route hosts")
-    args = parser.parse_args(argv)
+def run(pairs: int, warmup: int, hosts: int) -> dict[str, Any]:
+    total = pairs + warmup
+    routes = {name: [f"{name}-{i}" for i in range(total)] for name in ("http", "handle")}
+    prefix = f"bench-http-{os.getpid()}"
     with tempfile.TemporaryDirectory(prefix="bench-http-") as folder:
         runtime = RecoveryRuntime(
             redis_url=os.environ.get("REDIS_URL"), data_dir=Path(folder),
-            host_count=args.hosts, key_prefix=f"bench-http-{os.getpid()}", ray_dashboard=False,
+            host_count=hosts, key_prefix=prefix, ray_dashboard=False,
         ).start()  # fmt: skip
         address = ApiAddress("127.0.0.1", 0)
         app = create_app(
@@ -165,13 +234,49 @@ def main(argv: list[str]) -> int:
             metrics=ray_request_metrics(),
         )  # fmt: skip
         server = ApiServer(app, bind(address), address).start()
+        clients: dict[str, Client] = {}
         try:
-            figures = measure(runtime, HttpClient(server.port), args.pairs, args.warmup)
+
+            async def start_all() -> None:
+                for index, route_id in enumerate([*routes["http"], *routes["handle"]]):
+                    profile = ConcreteProfile(
+                        id="claude", agent="claude-acp", provider="anthropic",
+                        account=f"bench-{index}",
+                    )  # fmt: skip
+                    await runtime.route(route_id).start(
+                        profile, caller="bench", invocation_id="turn-1"
+                    )
+
+            asyncio.run(start_all())
+            clients["http"] = Client.spawn("http", str(server.port))
+            clients["handle"] = Client.spawn("handle", runtime.url, prefix)
+            gc.collect()
+            gc.freeze()  # the timed reports see no full collection of the setup's garbage
+            load = os.getloadavg()[0]
+            figures = measure(clients, routes, warmup)
+            figures["load_1m"] = [round(load, 2), round(os.getloadavg()[0], 2)]
         finally:
+            for client in clients.values():
+                client.close()
             server.stop()
             runtime.shutdown()
-    figures = {"pairs": args.pairs, "hosts": args.hosts, **figures}
-    print(json.dumps(figures))
+    return figures
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=500, help="measured report pairs")
+    parser.add_argument("--warmup", type=int, default=50, help="pairs not measured")
+    parser.add_argument("--hosts", type=int, default=1, help="route hosts")
+    parser.add_argument("--client", nargs="+", help=argparse.SUPPRESS)  # a client process
+    args = parser.parse_args(argv)
+    if args.client:
+        kind, *where = args.client
+        serve_client(http_client(int(where[0])) if kind == "http" else handle_client(*where))
+        return 0
+    figures = run(args.pairs, args.warmup, args.hosts)
+    cpus = os.cpu_count()
+    print(json.dumps({"pairs": args.pairs, "hosts": args.hosts, "cpus": cpus, **figures}))
     return 0
 
 
