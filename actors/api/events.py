@@ -33,7 +33,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from redis.asyncio import Redis
 
-from actors.api.problems import header_field, simple
+from actors.api.problems import COMMON_ANSWERS, header_field, simple
 from actors.errors import StoreUnavailableError, error_text
 from actors.keys import KeySpace
 from actors.store.event_reads import StreamCursor, StreamEntry, newest, read_after
@@ -66,7 +66,7 @@ class EventStreams:
 
 
 def events_router(streams: Callable[[Request], EventStreams]) -> APIRouter:
-    router = APIRouter(tags=["events"])
+    router = APIRouter(tags=["events"], responses=COMMON_ANSWERS)
 
     @router.get(
         "/events",

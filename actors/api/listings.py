@@ -17,7 +17,7 @@ from fastapi import APIRouter, Path, Query, Request
 from actors.api.backend import ApiBackend
 from actors.api.circuit_views import CircuitReads
 from actors.api.models import CancelAnswer, CancelRequest, CircuitList, NoticeList, ScheduleList
-from actors.api.problems import Problem, from_recovery, simple
+from actors.api.problems import COMMON_ANSWERS, Problem, from_recovery, simple
 from actors.api.route_endpoints import ROUTE_ID, answer
 from actors.errors import RecoveryError, error_text
 from actors.store.sync_reads import read_schedules
@@ -31,7 +31,7 @@ SessionId = Annotated[str, Path(pattern=ROUTE_ID, description="the session (its 
 def listing_router(
     backend: Callable[[Request], ApiBackend], circuits: Callable[[Request], CircuitReads]
 ) -> APIRouter:
-    router = APIRouter()
+    router = APIRouter(responses=COMMON_ANSWERS)
 
     @router.get("/schedules", response_model=ScheduleList, tags=["routes"])
     def schedules(

@@ -76,6 +76,18 @@ class Problem(BaseModel):
     snapshot: RouteSnapshot | None = None
 
 
+COMMON_ANSWERS: Final[dict[int | str, dict[str, Any]]] = {
+    400: {"model": Problem, "description": "a body that is not JSON (or was cut off)"},
+    401: {"model": Problem, "description": "no valid bearer token (nothing was read)"},
+    409: {"model": Problem, "description": "refused by the route's fence; `snapshot`"},
+    413: {"model": Problem, "description": "a body beyond the bound"},
+    415: {"model": Problem, "description": "a body that is not sent as JSON"},
+    422: {"model": Problem, "description": "a bad field, named with the value given"},
+    503: {"model": Problem, "description": "Redis or a route host did not answer"},
+}
+"""The refusals any endpoint may answer, for the schema: every router is made with them."""
+
+
 class ApiProblem(Exception):  # noqa: N818 - it is an answer, raised to leave the endpoint
     """An error answer: raised anywhere in an endpoint, answered by the app's handler."""
 

@@ -27,6 +27,7 @@ from actors.api.models import (
     StartRequest,
 )
 from actors.api.problems import (
+    COMMON_ANSWERS,
     ProblemField,
     from_policy,
     from_recovery,
@@ -67,7 +68,7 @@ IdempotencyKey = Annotated[
 
 def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
     """The `/routes` endpoints on the backend `backend(request)` gives."""
-    router = APIRouter(tags=["routes"])
+    router = APIRouter(tags=["routes"], responses=COMMON_ANSWERS)
 
     @router.get("/routes", response_model=RoutePage)
     def list_routes(

@@ -30,7 +30,7 @@ from actors.api.models import (
     PreviewAnswer,
     ValidateAnswer,
 )
-from actors.api.problems import from_policy
+from actors.api.problems import COMMON_ANSWERS, from_policy
 from actors.clock import Clock
 from catalogue import Classification, Evidence, classify, explain
 from policy.errors import FieldError, PolicyError
@@ -49,7 +49,7 @@ EvaluateBody = Annotated[EvaluateJson, Body()]
 def stateless_router(clock: Clock) -> APIRouter:
     """The catalogue's and the policy's endpoints; `clock` is "now" when a request
     gives none."""
-    router = APIRouter()
+    router = APIRouter(responses=COMMON_ANSWERS)
     schemas = {name: policy_json_schema(name) for name in ("profile", "document")}  # constant
 
     @router.post("/classify", response_model=Classification, tags=["catalogue"])
