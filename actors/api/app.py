@@ -4,7 +4,7 @@
 
 `recovery up` serves it (actors/api/server.py); any process with a started or attached
 RecoveryRuntime can. Paths are at the root, unversioned: `/routes…`, `/schedules`,
-`/circuits`, `/sessions/{id}/…`, `/events`, `/classify`, `/explain`, `/policy/…`, and
+`/profiles…`, `/circuits`, `/sessions/{id}/…`, `/events`, `/classify`, `/explain`, `/policy/…`, and
 `/openapi.json` with `/docs`. Every refusal has one shape (actors/api/problems.py).
 """
 
@@ -28,6 +28,7 @@ from actors.api.guard import Guard
 from actors.api.listings import listing_router
 from actors.api.metrics import NoMetrics, RequestMetrics
 from actors.api.problems import ApiProblem, Problem, from_validation, simple
+from actors.api.profile_endpoints import profile_router
 from actors.api.route_endpoints import route_router
 from actors.api.stateless import stateless_router
 from actors.clock import Clock, SystemClock
@@ -93,6 +94,7 @@ def create_app(
         return chosen
 
     app.include_router(route_router(found))
+    app.include_router(profile_router(found))
     app.include_router(listing_router(found, lambda request: request.app.state.circuits))
     app.include_router(events_router(lambda request: request.app.state.streams))
     app.include_router(stateless_router(clock or SystemClock()))

@@ -19,10 +19,13 @@ from redis.asyncio import Redis as AsyncRedis
 from actors.api import ApiBackend, Tokens, create_app
 from actors.api.metrics import RequestMetrics
 from actors.clock import Clock, SystemClock
+from actors.engine.authorisers import RecordedTaskAuthoriser
 from actors.engine.notice_lifecycle import CancelOutcome
+from actors.engine.profile_edits import ProfileEditor
 from actors.engine.service import RouteService
 from actors.keys import KeySpace, valid_route_id
 from actors.routes.models import AttemptRecord, RouteSnapshot
+from actors.store.profile_store import ProfileStore
 from actors.store.route_store import RouteStore
 
 TOKEN = "test-token-0123456789abcdef"
@@ -71,6 +74,30 @@ class ServiceRoutes:
         return ServiceRoute(self, valid_route_id(route_id))
 
 
+class StoreProfiles:
+    """The profile store as RuntimeProfiles serves it: a store on a client of its own per
+    call (any loop may call it), edits authorised by the default authoriser."""
+
+    def __init__(self, connect: Callable[[], AsyncRedis], keys: KeySpace, clock: Clock) -> None:
+        self._connect = connect
+        self._keys = keys
+        self._clock = clock
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        async def call(*args: Any, **options: Any) -> Any:
+            store = ProfileStore(self._connect(), clock=self._clock, keys=self._keys,
+                                 owns_client=True)  # fmt: skip
+            async with store:
+                editor = ProfileEditor(store, RecordedTaskAuthoriser(_no_task))
+                return await getattr(editor, name)(*args, **options)
+
+        return call
+
+
+async def _no_task(_session_id: str) -> str | None:
+    return None
+
+
 def fake_backend(
     keys: KeySpace, clock: Clock | None = None, server: fakeredis.FakeServer | None = None
 ) -> ApiBackend:
@@ -84,13 +111,18 @@ def fake_backend(
 
     routes = ServiceRoutes(connect, keys, clock or SystemClock())
     listing = fakeredis.FakeRedis(server=server, decode_responses=True)
-    return ApiBackend(routes=routes, keys=keys, listing=listing, connect=connect)
+    profiles = StoreProfiles(connect, keys, clock or SystemClock())
+    return ApiBackend(routes=routes, keys=keys, listing=listing, connect=connect, profiles=profiles)
 
 
 def redis_backend(url: str, keys: KeySpace) -> ApiBackend:
     """The same on a real Redis (the integration tier)."""
-    routes = ServiceRoutes(lambda: AsyncRedis.from_url(url, decode_responses=True), keys)
-    return ApiBackend.on_redis(routes, url, keys)
+
+    def connect() -> AsyncRedis:
+        return AsyncRedis.from_url(url, decode_responses=True)
+
+    profiles = StoreProfiles(connect, keys, SystemClock())
+    return ApiBackend.on_redis(ServiceRoutes(connect, keys), url, keys, profiles)
 
 
 @contextmanager
