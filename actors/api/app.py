@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 from actors.api.auth import Tokens
 from actors.api.backend import CIRCUIT_CONNECTIONS, TIMEOUT_S, ApiBackend
 from actors.api.circuit_views import CircuitReads
+from actors.api.console import console_router, login_router, mount_static
 from actors.api.events import STREAM_TIMEOUT_S, EventStreams, events_router
 from actors.api.guard import Guard
 from actors.api.listings import listing_router
@@ -98,6 +99,9 @@ def create_app(
     app.include_router(listing_router(found, lambda request: request.app.state.circuits))
     app.include_router(events_router(lambda request: request.app.state.streams))
     app.include_router(stateless_router(clock or SystemClock()))
+    app.include_router(login_router(tokens or Tokens()))
+    app.include_router(console_router(found, lambda request: request.app.state.circuits))
+    mount_static(app)
     _answer_problems(app)
     app.add_middleware(Guard, tokens=tokens or Tokens(), metrics=metrics or NoMetrics())
     return app

@@ -53,6 +53,7 @@ CROSS_SITE: Final = Problem(
     "(X-Requested-With, same Origin)",
 )
 
+
 def _json(media: bytes) -> bool:
     return media == b"application/json" or media.endswith(b"+json")
 
