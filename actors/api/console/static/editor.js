@@ -96,6 +96,7 @@
   function newRow() {
     const row = template.content.firstElementChild.cloneNode(true);
     list.append(row);
+    renumber(); // its radio groups get their own names before anything is checked
     return row;
   }
 
