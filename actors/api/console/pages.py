@@ -29,10 +29,11 @@ from actors.api.console.templating import render, summaries
 from actors.api.listings import read
 from actors.api.profile_endpoints import store_of
 from actors.api.route_endpoints import ROUTE_ID, answer
-from actors.errors import RecoveryError
+from actors.errors import RecoveryError, StoreUnavailableError
 from actors.keys import PROFILE_ID_PATTERN
 from actors.routes.models import ROUTE_STATES, RouteSnapshot, RouteState
 from actors.routes.profile_errors import ProfileNotFoundError
+from actors.store.event_reads import newest
 from actors.store.sync_reads import read_route_page
 from actors.store.transcript_reads import read_notices
 from policy.document import PolicyDocument
@@ -74,6 +75,7 @@ def console_router(
         candidate: Annotated[str | None, Query(max_length=256)] = None,
     ) -> Response:
         found = backend(request)
+        since = await events_cursor(request)
 
         def keep(route: RouteSnapshot) -> bool:
             return (
@@ -88,7 +90,7 @@ def console_router(
             request, "routes.html", title="Live routes", nav="routes", routes=routes,
             more=more is not None, states=ROUTE_STATES,
             filters={"state": state or "", "caller": caller or "", "candidate": candidate or ""},
-            summaries=summaries(),
+            summaries=summaries(), events_since=since,
         )  # fmt: skip
 
     @router.get("/console/routes/{route_id}", response_class=HTMLResponse)
@@ -96,6 +98,7 @@ def console_router(
         request: Request, route_id: Annotated[str, Path(pattern=ROUTE_ID)]
     ) -> Response:
         found = backend(request)
+        since = await events_cursor(request)
         try:
             route = found.routes.route(route_id)
         except RecoveryError:
@@ -114,7 +117,7 @@ def console_router(
         return render(
             request, "route.html", title=f"Route {route_id}", nav="routes", route=snapshot,
             actions=[(a, ACTION_LABELS[a]) for a in VALID_ACTIONS.get(snapshot.state, ())],
-            notices=notices, data=data,
+            notices=notices, data=data, events_since=since,
         )  # fmt: skip
 
     @router.get("/console/circuits", response_class=HTMLResponse)
@@ -149,6 +152,17 @@ def console_router(
                        name=document.get("name"))  # fmt: skip
 
     return router
+
+
+async def events_cursor(request: Request) -> str:
+    """The event streams' cursor before the page's reads: the page's script follows the
+    events from there, so nothing written between this read and its connection is missed
+    (a change seen twice is drawn twice, the same). Empty when it cannot be read."""
+    streams = request.app.state.streams
+    try:
+        return str(await newest(streams.client, streams.keys))
+    except StoreUnavailableError:
+        return ""
 
 
 def _editor(

@@ -21,8 +21,10 @@ from actors.api.metrics import RequestMetrics
 from actors.clock import Clock, SystemClock
 from actors.engine.authorisers import RecordedTaskAuthoriser
 from actors.engine.notice_lifecycle import CancelOutcome
+from actors.engine.notice_setup import route_notices
 from actors.engine.profile_edits import ProfileEditor
 from actors.engine.service import RouteService
+from actors.engine.settings import EngineSettings
 from actors.keys import KeySpace, valid_route_id
 from actors.routes.models import AttemptRecord, RouteSnapshot
 from actors.store.profile_store import ProfileStore
@@ -53,6 +55,13 @@ class ServiceRoute:
     async def history(self) -> list[AttemptRecord]:
         return await self._routes.service().history(self.route_id)
 
+    async def cancel_transient_retry(
+        self, task_id: str, principal: str | None = None
+    ) -> CancelOutcome:
+        # The service names the task before the session (the handle knows its session).
+        service = self._routes.service()
+        return await service.cancel_transient_retry(task_id, self.route_id, principal)
+
 
 @dataclass
 class ServiceRoutes:
@@ -62,12 +71,18 @@ class ServiceRoutes:
     connect: Callable[[], AsyncRedis]
     keys: KeySpace
     clock: Clock = field(default_factory=SystemClock)
+    notices_url: str | None = None
+    """With a Redis URL, the service keeps transcript notices there (as a host does)."""
     _service: RouteService | None = None
 
     def service(self) -> RouteService:
         if self._service is None:
             store = RouteStore(self.connect(), clock=self.clock, keys=self.keys, owns_client=True)
-            self._service = RouteService(store, self.clock)
+            notices = None
+            if self.notices_url is not None:
+                settings = EngineSettings(key_prefix=self.keys.prefix)
+                notices, _client = route_notices(self.notices_url, settings, store, self.clock)
+            self._service = RouteService(store, self.clock, notices=notices)
         return self._service
 
     def route(self, route_id: str) -> ServiceRoute:
@@ -115,14 +130,16 @@ def fake_backend(
     return ApiBackend(routes=routes, keys=keys, listing=listing, connect=connect, profiles=profiles)
 
 
-def redis_backend(url: str, keys: KeySpace) -> ApiBackend:
-    """The same on a real Redis (the integration tier)."""
+def redis_backend(url: str, keys: KeySpace, *, notices: bool = False) -> ApiBackend:
+    """The same on a real Redis (the integration tier); with `notices`, routes started
+    with a task id keep their transcript notices, as a route host's do."""
 
     def connect() -> AsyncRedis:
         return AsyncRedis.from_url(url, decode_responses=True)
 
     profiles = StoreProfiles(connect, keys, SystemClock())
-    return ApiBackend.on_redis(ServiceRoutes(connect, keys), url, keys, profiles)
+    routes = ServiceRoutes(connect, keys, notices_url=url if notices else None)
+    return ApiBackend.on_redis(routes, url, keys, profiles)
 
 
 @contextmanager

@@ -96,10 +96,14 @@ const Console = (() => {
     return badge;
   }
 
-  /** The live event stream (Server-Sent Events, resumed by the browser with its last id).
-   *  `handlers`: event name -> function(data). `status(text)` hears the connection state. */
+  /** The live event stream (Server-Sent Events, resumed by the browser with its last id),
+   *  from the cursor the server read before it rendered the page, so no change made in
+   *  between is missed. `handlers`: event name -> function(data). `status(text)` hears
+   *  the connection state. */
   function follow(handlers, status) {
-    const source = new EventSource("/events");
+    const since = document.body.dataset.eventsSince;
+    const query = since ? `?last_event_id=${encodeURIComponent(since)}` : "";
+    const source = new EventSource(`/events${query}`);
     source.onopen = () => status && status("open");
     source.onerror = () => status && status("reconnecting");
     for (const [name, handler] of Object.entries(handlers)) {

@@ -93,9 +93,14 @@
     history.forEach((record, index) => {
       const at = new Date(record.at).getTime();
       if (record.deadline) {
+        // A wait lasts until its deadline, or until the next decision came first (a
+        // cancel, a retry now): then its deadline is drawn dashed, superseded.
         const until = new Date(record.deadline).getTime();
-        svg.append(node("rect", { class: "wait", x: x(at), y: axis - 14, width: Math.max(x(until) - x(at), 1), height: 8 }));
-        svg.append(node("line", { class: "deadline", x1: x(until), x2: x(until), y1: axis - 24, y2: axis }));
+        const next = history[index + 1];
+        const ended = next ? Math.min(until, new Date(next.at).getTime()) : until;
+        svg.append(node("rect", { class: "wait", x: x(at), y: axis - 14, width: Math.max(x(ended) - x(at), 1), height: 8 }));
+        const kind = ended < until ? "deadline superseded" : "deadline";
+        svg.append(node("line", { class: kind, x1: x(until), x2: x(until), y1: axis - 24, y2: axis }));
       }
       const dot = node("circle", { class: `dot ${record.decision}`, cx: x(at), cy: axis - 10, r: 5 });
       dot.append(node("title", {}, `${record.decision} at ${Console.localTime(record.at)}`

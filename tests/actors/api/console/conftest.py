@@ -16,7 +16,14 @@ from typing import Any, Final
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    expect,
+    sync_playwright,
+)
 
 from actors.api import Tokens, create_app
 from actors.api.server import ApiServer, bind
@@ -33,6 +40,7 @@ CHROMIUM_ARGS: Final = [
 ]  # fmt: skip
 DESKTOP: Final[dict[str, Any]] = {"viewport": {"width": 1280, "height": 900}}
 WAIT_MS: Final = 15_000  # a guard against a hang; every wait is on a condition
+expect.set_options(timeout=WAIT_MS)
 
 
 def chromium_path() -> str:
@@ -87,7 +95,9 @@ class LiveConsole:
 @pytest.fixture(scope="module")
 def live(redis_url: str) -> Iterator[LiveConsole]:
     keys = unique_keys()
-    app = create_app(redis_backend(redis_url, keys), tokens=Tokens.of({TOKEN: "alice"}))
+    app = create_app(
+        redis_backend(redis_url, keys, notices=True), tokens=Tokens.of({TOKEN: "alice"})
+    )
     address = ApiAddress("127.0.0.1", 0)
     # `app.state.streams` exists once the app has started: looked up when the server stops.
     streams_stop = lambda: app.state.streams.stop()  # noqa: E731, PLW0108 - see above
