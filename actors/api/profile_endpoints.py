@@ -70,7 +70,10 @@ class ProfileUpdate(BaseModel):
 
 def profile_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
     """The `/profiles` endpoints on the backend's profile store."""
-    router = APIRouter(tags=["profiles"])
+    router = APIRouter(tags=["profiles"], responses={
+        403: {"model": Problem, "description": "the principal may not edit this profile"},
+        404: {"model": Problem, "description": "no such profile is stored"},
+    })  # fmt: skip
 
     @router.get("/profiles", response_model=ProfilePage)
     async def list_profiles(

@@ -32,7 +32,7 @@ from actors.api.route_endpoints import ROUTE_ID, answer
 from actors.errors import RecoveryError, StoreUnavailableError
 from actors.keys import PROFILE_ID_PATTERN
 from actors.routes.models import ROUTE_STATES, RouteSnapshot, RouteState
-from actors.routes.profile_errors import ProfileNotFoundError
+from actors.routes.profile_errors import InvalidStoredProfileError, ProfileNotFoundError
 from actors.store.event_reads import newest
 from actors.store.sync_reads import read_route_page
 from actors.store.transcript_reads import read_notices
@@ -147,6 +147,9 @@ def console_router(
             stored = await store_of(backend(request)).get(profile_id)
         except ProfileNotFoundError:
             return render(request, "missing.html", 404, title="No such profile", nav="profiles")
+        except InvalidStoredProfileError as error:  # never decided from: say what to do
+            return render(request, "missing.html", 409, title="This profile cannot be used",
+                          nav="profiles", detail=error.detail)  # fmt: skip
         document = stored.document.model_dump(mode="json")
         return _editor(request, stored.profile_id, stored.version, document["candidates"],
                        name=document.get("name"))  # fmt: skip

@@ -1,6 +1,8 @@
-"""The console's browser rig: one Debian chromium driven by Playwright for the whole
-session, and a real app on a loopback port (the API's own server, ApiServer) on the
-session's Redis, with a bearer token, so the browser meets what `recovery up` serves.
+"""The console's browser rig: one Debian chromium driven by Playwright for this package's
+tests (package-scoped, not session-scoped: Playwright's sync API keeps an event loop
+running in the main thread while it is open, and later tests call `asyncio.run`), and a
+real app on a loopback port (the API's own server, ApiServer) on the session's Redis,
+with a bearer token, so the browser meets what `recovery up` serves.
 
 Playwright cannot download browsers here; it drives the system's `chromium`. Without one
 the browser tests skip, except in CI (`CI` set), where a missing chromium fails them."""
@@ -53,7 +55,7 @@ def chromium_path() -> str:
     return found
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def playwright_driver() -> Iterator[Playwright]:
     path = chromium_path()
     assert path
@@ -61,7 +63,7 @@ def playwright_driver() -> Iterator[Playwright]:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright_driver: Playwright) -> Iterator[Browser]:
     launched = playwright_driver.chromium.launch(
         executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS
@@ -70,7 +72,7 @@ def browser(playwright_driver: Playwright) -> Iterator[Browser]:
     launched.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def pixel_5(playwright_driver: Playwright) -> dict[str, Any]:
     """Playwright's Pixel 5: its viewport, scale, touch and mobile user agent."""
     return dict(playwright_driver.devices["Pixel 5"])
