@@ -105,6 +105,8 @@ def test_a_retry_notice_is_one_card_with_cancel_on_desktop_and_phone_until_delet
         expect(card).to_contain_text("Automatic retry 1 of 3")
         expect(card.get_by_role("button", name="Cancel")).to_be_visible()
         assert card.get_by_role("button", name="Cancel").bounding_box()["height"] >= 44  # type: ignore[index]  # visible: a box
+    widths = phone.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], widths  # the route page fits the phone too
     screenshot(phone, "notice-phone.png")
     desktop.locator("#notices").get_by_role("button", name="Cancel").click()
     for page in (desktop, phone):  # the deletion event reaches both
