@@ -2,17 +2,25 @@
 from the event stream; Cancel wait on its page moves it to `action_required` (and the
 table follows); a stale action shows the fresh snapshot with a clear message; a retry
 notice is one inline card with Cancel on a desktop and on a Pixel 5, gone from both
-when the notice is deleted."""
+when the notice is deleted; circuits with their last hour as a chart."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
+from redis.asyncio import Redis as AsyncRedis
 
+from actors.routes.circuit_models import CloseCircuit
+from actors.store.circuit_store import CircuitStore
 from tests.actors.api.console.conftest import LiveConsole, logged_in, screenshot
 from tests.actors.api.payloads import dynamic, failure, start
+from tests.actors.circuit_fixtures import OTHER, RESOURCE, hard
 
 pytestmark = pytest.mark.integration
 
@@ -115,3 +123,40 @@ def test_a_retry_notice_is_one_card_with_cancel_on_desktop_and_phone_until_delet
     assert live.http.get("/sessions/notice-1/notices").json() == {"notices": []}
     desktop.context.close()
     phone.context.close()
+
+
+def test_the_circuits_page_shows_each_circuits_state_and_its_last_hour(
+    browser: Browser, live: LiveConsole
+) -> None:
+    now = datetime.now(UTC)
+    in_a_thread(write_circuits(live, now))  # the circuit store's own write path
+    page = logged_in(browser, live).new_page()
+    page.goto("/console/circuits")
+    cards = page.locator("#circuits .circuit")
+    expect(cards).to_have_count(2)
+    closed = page.locator(f'[data-circuit="{RESOURCE.resource_id}"]')
+    expect(closed.locator(".state")).to_have_text("closed")
+    expect(closed.locator("rect.band-open")).to_have_count(1)  # open 30 to 10 min ago
+    expect(closed.locator("rect.band-closed")).to_have_count(2)
+    opened = page.locator(f'[data-circuit="{OTHER.resource_id}"]')
+    expect(opened.locator(".state")).to_have_text("open")
+    expect(opened.locator("time[data-deadline]")).not_to_be_empty()
+    expect(opened).to_contain_text("Parked routes")
+    screenshot(page, "circuits.png")
+    page.context.close()
+
+
+async def write_circuits(live: LiveConsole, now: datetime) -> None:
+    """One circuit opened by a quota failure 30 minutes ago and closed 10 minutes ago by
+    an operator, one opened 5 minutes ago for an hour."""
+    client = AsyncRedis.from_url(live.redis_url, decode_responses=True)
+    async with CircuitStore(client, keys=live.keys, owns_client=True) as store:
+        await store.record_failure(RESOURCE, hard(600), "route-1", now - timedelta(minutes=30))
+        await store.override(RESOURCE, CloseCircuit(), now - timedelta(minutes=10))
+        await store.record_failure(OTHER, hard(3600), "route-2", now - timedelta(minutes=5))
+
+
+def in_a_thread(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` on a loop of its own: Playwright's sync API holds this thread's loop."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, work).result()
