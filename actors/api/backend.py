@@ -3,11 +3,13 @@ listings, and its own Redis clients for circuits and event streams.
 
 The API writes nothing itself. Every route command goes through a RouteHandle of the
 runtime it serves (`recovery up`'s own, or any started or attached RecoveryRuntime), so a
-request over HTTP is the same request a Python orchestrator sends. Listings read Redis
-through actors/store's read helpers (sync_reads, transcript_reads, CircuitStore's reads),
-on clients of their own with bounded pools: listings run in FastAPI's worker threads on a
-blocking pool, the circuit reads and the event streams on asyncio clients made in the
-app's event loop (a redis.asyncio client belongs to the loop that made it).
+request over HTTP is the same request a Python orchestrator sends; every profile edit
+goes through the runtime's profile store (`runtime.profiles`), authorised as there.
+Listings read Redis through actors/store's read helpers (sync_reads, transcript_reads,
+CircuitStore's reads), on clients of their own with bounded pools: listings run in
+FastAPI's worker threads on a blocking pool, the circuit reads and the event streams on
+asyncio clients made in the app's event loop (a redis.asyncio client belongs to the loop
+that made it).
 """
 
 from __future__ import annotations
