@@ -13,6 +13,7 @@
   const message = document.getElementById("message");
   const actions = document.getElementById("actions");
   const notices = document.getElementById("notices");
+  const changed = document.getElementById("changed");
   const SVG = "http://www.w3.org/2000/svg";
 
   function say(text, error) {
@@ -150,6 +151,7 @@
       const why = answer.body ? answer.body.message : `the server answered ${answer.status}`;
       say(`${label} failed: ${why}.`, true);
     }
+    changed.hidden = true;
     showSnapshot();
     await reloadHistory();
   }
@@ -217,10 +219,38 @@
     }
   });
 
+  // ---- changes made elsewhere ----------------------------------------------------------
+  // The page keeps the snapshot it showed (its actions name that generation, as a person
+  // decided on it) and says when the route moved on; the fresh state is one click away.
+
+  async function routeChanged(event) {
+    if (event.route_id !== routeId) return;
+    reloadHistory();
+    // The event may be older than the snapshot shown (events are followed from before the
+    // page was read): the route as it is now decides whether it changed.
+    const answer = await Console.api("GET", `/routes/${encodeURIComponent(routeId)}`);
+    if (!answer.ok) return;
+    const now = answer.body;
+    const same = now.state === snapshot.state && now.generation === snapshot.generation;
+    changed.hidden = same;
+    document.getElementById("changed-text").textContent = same ? ""
+      : `The route changed meanwhile: it is ${now.state} at generation ${now.generation} now. `
+        + `The actions below still name generation ${snapshot.generation}; a stale one is refused.`;
+  }
+
+  document.getElementById("show-current").addEventListener("click", async () => {
+    const answer = await Console.api("GET", `/routes/${encodeURIComponent(routeId)}`);
+    if (!answer.ok) return;
+    snapshot = answer.body;
+    changed.hidden = true;
+    say("", false);
+    showSnapshot();
+  });
+
   Console.follow({
     "session.message.updated": noticeChanged,
     "session.message.deleted": noticeChanged,
-    "route.transition": (event) => { if (event.route_id === routeId) reloadHistory(); },
+    "route.transition": routeChanged,
   });
   showSnapshot();
   drawTimeline();

@@ -89,6 +89,8 @@ def test_a_stale_action_shows_the_fresh_snapshot_and_says_so(
     expect(page.locator('[data-fact="generation"]')).to_have_text("1")
     skipped = live.post("/routes/stale-1/actions/skip", {"generation": 1})  # someone else
     assert skipped["generation"] == 2
+    expect(page.locator("#changed")).to_contain_text("generation 2 now")  # said, not applied
+    expect(page.locator('[data-fact="generation"]')).to_have_text("1")
     page.get_by_role("button", name="Retry now").click()
     expect(page.locator("#message")).to_contain_text("was not applied")
     expect(page.locator("#message")).to_contain_text("generation 2")
@@ -96,6 +98,7 @@ def test_a_stale_action_shows_the_fresh_snapshot_and_says_so(
     expect(page.locator('[data-fact="state"]')).to_have_text(skipped["state"])
     expect(page.locator('[data-fact="candidate_id"]')).to_have_text("codex")
     expect(page.get_by_role("button", name="Retry now")).to_have_count(0)
+    expect(page.locator("#changed")).to_be_hidden()
     assert live.http.get("/routes/stale-1").json() == skipped  # the stale click did nothing
     context.close()
 
