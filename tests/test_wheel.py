@@ -145,7 +145,9 @@ def test_the_wheel_holds_every_module_and_data_file_and_the_licence(
     assert sources - names == set()
     for data in ("catalogue/data/real_errors.dev.jsonl", "actors/store/lua/transition.lua",
                  "catalogue/rules/anthropic.toml", "actors/demo/captures/clean.jsonl",
-                 "catalogue/acp/observer.py", "actors/py.typed"):  # fmt: skip
+                 "catalogue/acp/observer.py", "actors/py.typed",
+                 "actors/api/console/templates/editor.html",
+                 "actors/api/console/static/editor.js"):  # fmt: skip
         assert data in names
     info = f"provider_recovery-{VERSION}.dist-info"
     assert f"{info}/licenses/LICENSE" in names

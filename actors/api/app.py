@@ -4,7 +4,7 @@
 
 `recovery up` serves it (actors/api/server.py); any process with a started or attached
 RecoveryRuntime can. Paths are at the root, unversioned: `/routes…`, `/schedules`,
-`/circuits`, `/sessions/{id}/…`, `/events`, `/classify`, `/explain`, `/policy/…`, and
+`/profiles…`, `/circuits`, `/sessions/{id}/…`, `/events`, `/classify`, `/explain`, `/policy/…`, and
 `/openapi.json` with `/docs`. Every refusal has one shape (actors/api/problems.py).
 """
 
@@ -23,11 +23,13 @@ from starlette.exceptions import HTTPException
 from actors.api.auth import Tokens
 from actors.api.backend import CIRCUIT_CONNECTIONS, TIMEOUT_S, ApiBackend
 from actors.api.circuit_views import CircuitReads
+from actors.api.console import console_router, login_router, mount_static
 from actors.api.events import STREAM_TIMEOUT_S, EventStreams, events_router
 from actors.api.guard import Guard
 from actors.api.listings import listing_router
 from actors.api.metrics import NoMetrics, RequestMetrics
 from actors.api.problems import COMMON_ANSWERS, ApiProblem, from_validation, simple
+from actors.api.profile_endpoints import profile_router
 from actors.api.route_endpoints import route_router
 from actors.api.stateless import stateless_router
 from actors.clock import Clock, SystemClock
@@ -85,11 +87,15 @@ def create_app(
 
     for router in (
         route_router(found),
+        profile_router(found),
         listing_router(found, lambda request: request.app.state.circuits),
         events_router(lambda request: request.app.state.streams),
         stateless_router(clock or SystemClock()),
+        login_router(tokens or Tokens()),
+        console_router(found, lambda request: request.app.state.circuits),
     ):
         _include(app, router)
+    mount_static(app)
     _answer_problems(app)
     app.add_middleware(Guard, tokens=tokens or Tokens(), metrics=metrics or NoMetrics())
     return app

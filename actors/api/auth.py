@@ -5,12 +5,14 @@ Tokens come from `RECOVERY_API_TOKEN` (principal `api`) and from a token file
 lines ignored. The principal is what the runtime's authoriser is handed (a cancel of a
 session's transient retry is authorised for it: actors/engine/authorisers.py).
 
-With at least one token, every request but `GET /openapi.json` and `GET /docs` must carry
-`Authorization: Bearer <token>`; without it or with a wrong one the answer is 401 and
-nothing is read (the check runs before routing, in an ASGI middleware, so no endpoint and
-no body parser runs). A presented token is compared in constant time with every known
-token's SHA-256 digest, all of them every time, so how long a refusal takes says nothing
-of which token came close. No token is ever logged, stored, echoed or put in an error.
+With at least one token, every request but `GET /openapi.json`, `GET /docs` and the web
+console's login form and static assets must carry `Authorization: Bearer <token>` (or,
+from a browser, the console's cookie: `cookie_token`); without it or with a wrong one the
+answer is 401 and nothing is read (the check runs before routing, in an ASGI middleware,
+so no endpoint and no body parser runs). A presented token is compared in constant time
+with every known token's SHA-256 digest, all of them every time, so how long a refusal
+takes says nothing of which token came close. No token is ever logged, stored, echoed or
+put in an error.
 """
 
 from __future__ import annotations
@@ -30,7 +32,21 @@ MIN_TOKEN_CHARS: Final = 16
 PRINCIPAL_PATTERN: Final = r"[A-Za-z0-9._:@-]{1,128}"
 _PRINCIPAL: Final = re.compile(PRINCIPAL_PATTERN)
 _TOKEN: Final = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no space: a header's token68
-OPEN_PATHS: Final = frozenset({"/openapi.json", "/docs"})
+OPEN_PATHS: Final = frozenset({"/openapi.json", "/docs", "/console/login", "/console/logout"})
+OPEN_PREFIXES: Final = ("/console/static/",)  # stylesheets and scripts: nothing of the runtime
+CONSOLE_COOKIE: Final = "recovery_console"
+"""The web console's login cookie: the token itself, HttpOnly and SameSite=Strict, so no
+script reads it and no other site's request carries it."""
+CSRF_HEADER: Final = b"x-requested-with"
+"""What a state-changing request authenticated by the cookie must carry: a custom header
+that a cross-site form cannot send (and a cross-site script cannot without a CORS
+preflight, which this app never allows)."""
+
+
+def is_open(path: str) -> bool:
+    """Whether `path` is served without a token (the schema, the console's login and its
+    static assets)."""
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
 
 class TokenError(RecoveryError):
@@ -120,6 +136,17 @@ def _add(pairs: dict[str, str], token: str, principal: str, source: str) -> None
     if token in pairs:
         raise TokenError(source, "this token is given twice")
     pairs[token] = principal
+
+
+def cookie_token(header: bytes | None) -> str | None:
+    """The console cookie's token in a `Cookie` header value, else None."""
+    if header is None:
+        return None
+    for part in header.decode("latin-1").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == CONSOLE_COOKIE and value:
+            return value
+    return None
 
 
 def bearer(header: bytes | None) -> str | None:

@@ -3,11 +3,13 @@ listings, and its own Redis clients for circuits and event streams.
 
 The API writes nothing itself. Every route command goes through a RouteHandle of the
 runtime it serves (`recovery up`'s own, or any started or attached RecoveryRuntime), so a
-request over HTTP is the same request a Python orchestrator sends. Listings read Redis
-through actors/store's read helpers (sync_reads, transcript_reads, CircuitStore's reads),
-on clients of their own with bounded pools: listings run in FastAPI's worker threads on a
-blocking pool, the circuit reads and the event streams on asyncio clients made in the
-app's event loop (a redis.asyncio client belongs to the loop that made it).
+request over HTTP is the same request a Python orchestrator sends; every profile edit
+goes through the runtime's profile store (`runtime.profiles`), authorised as there.
+Listings read Redis through actors/store's read helpers (sync_reads, transcript_reads,
+CircuitStore's reads), on clients of their own with bounded pools: listings run in
+FastAPI's worker threads on a blocking pool, the circuit reads and the event streams on
+asyncio clients made in the app's event loop (a redis.asyncio client belongs to the loop
+that made it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from actors.routes.models import AttemptRecord, RouteSnapshot
 from actors.routes.profiles import RouteProfile
 from actors.store.installation import read_installation
 from actors.store.pool import bounded_client
+from actors.store.profile_codec import ProfilePage, StoredProfile
+from actors.store.profile_store import ProfileInput
 from catalogue import Classification, Evidence
 from policy import TurnEvidence
 
@@ -100,6 +104,29 @@ class RouteApi(Protocol):
     ) -> CancelOutcome: ...
 
 
+class ProfileApi(Protocol):
+    """The profile store the HTTP API serves: RuntimeProfiles' (actors/hosting/profiles.py),
+    every edit authorised for the principal first."""
+
+    async def create(
+        self, profile_id: str, document: ProfileInput, *, principal: str | None = None
+    ) -> StoredProfile: ...
+
+    async def update(
+        self, profile_id: str, document: ProfileInput, *, expected_version: int,
+        principal: str | None = None,
+    ) -> StoredProfile: ...  # fmt: skip
+
+    async def delete(
+        self, profile_id: str, *, expected_version: int | None = None,
+        principal: str | None = None,
+    ) -> None: ...  # fmt: skip
+
+    async def get(self, profile_id: str) -> StoredProfile: ...
+
+    async def list(self, *, limit: int = ..., after: str | None = None) -> ProfilePage: ...
+
+
 class Routes(Protocol):
     """Hands out route handles: a RecoveryRuntime is one."""
 
@@ -119,22 +146,25 @@ class ApiBackend:
     connect: Callable[[int, float], AsyncRedis]
     circuit_owner: Callable[[str], str | None] = lambda _resource_id: None
     max_event_streams: int = MAX_EVENT_STREAMS
+    profiles: ProfileApi | None = None
 
     @classmethod
     def of_runtime(cls, runtime: RecoveryRuntime) -> ApiBackend:
         """The backend of a started (or attached) runtime: its handles, its Redis."""
         url = runtime.url
-        return cls.on_redis(runtime, url, KeySpace(runtime.key_prefix))
+        return cls.on_redis(runtime, url, KeySpace(runtime.key_prefix), runtime.profiles)
 
     @classmethod
-    def on_redis(cls, routes: Routes, url: str, keys: KeySpace) -> ApiBackend:
+    def on_redis(
+        cls, routes: Routes, url: str, keys: KeySpace, profiles: ProfileApi | None = None
+    ) -> ApiBackend:
         listing = listing_client(url)
         return cls(
             routes=routes, keys=keys, listing=listing,
             connect=lambda size, timeout_s: bounded_client(
                 url, max_connections=size, timeout_s=timeout_s
             ),
-            circuit_owner=circuit_owners(listing, keys),
+            circuit_owner=circuit_owners(listing, keys), profiles=profiles,
         )  # fmt: skip
 
     def close(self) -> None:

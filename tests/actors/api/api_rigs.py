@@ -19,10 +19,15 @@ from redis.asyncio import Redis as AsyncRedis
 from actors.api import ApiBackend, Tokens, create_app
 from actors.api.metrics import RequestMetrics
 from actors.clock import Clock, SystemClock
+from actors.engine.authorisers import RecordedTaskAuthoriser
 from actors.engine.notice_lifecycle import CancelOutcome
+from actors.engine.notice_setup import route_notices
+from actors.engine.profile_edits import ProfileEditor
 from actors.engine.service import RouteService
+from actors.engine.settings import EngineSettings
 from actors.keys import KeySpace, valid_route_id
 from actors.routes.models import AttemptRecord, RouteSnapshot
+from actors.store.profile_store import ProfileStore
 from actors.store.route_store import RouteStore
 
 TOKEN = "test-token-0123456789abcdef"
@@ -50,6 +55,13 @@ class ServiceRoute:
     async def history(self) -> list[AttemptRecord]:
         return await self._routes.service().history(self.route_id)
 
+    async def cancel_transient_retry(
+        self, task_id: str, principal: str | None = None
+    ) -> CancelOutcome:
+        # The service names the task before the session (the handle knows its session).
+        service = self._routes.service()
+        return await service.cancel_transient_retry(task_id, self.route_id, principal)
+
 
 @dataclass
 class ServiceRoutes:
@@ -59,16 +71,46 @@ class ServiceRoutes:
     connect: Callable[[], AsyncRedis]
     keys: KeySpace
     clock: Clock = field(default_factory=SystemClock)
+    notices_url: str | None = None
+    """With a Redis URL, the service keeps transcript notices there (as a host does)."""
     _service: RouteService | None = None
 
     def service(self) -> RouteService:
         if self._service is None:
             store = RouteStore(self.connect(), clock=self.clock, keys=self.keys, owns_client=True)
-            self._service = RouteService(store, self.clock)
+            notices = None
+            if self.notices_url is not None:
+                settings = EngineSettings(key_prefix=self.keys.prefix)
+                notices, _client = route_notices(self.notices_url, settings, store, self.clock)
+            self._service = RouteService(store, self.clock, notices=notices)
         return self._service
 
     def route(self, route_id: str) -> ServiceRoute:
         return ServiceRoute(self, valid_route_id(route_id))
+
+
+class StoreProfiles:
+    """The profile store as RuntimeProfiles serves it: a store on a client of its own per
+    call (any loop may call it), edits authorised by the default authoriser."""
+
+    def __init__(self, connect: Callable[[], AsyncRedis], keys: KeySpace, clock: Clock) -> None:
+        self._connect = connect
+        self._keys = keys
+        self._clock = clock
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        async def call(*args: Any, **options: Any) -> Any:
+            store = ProfileStore(self._connect(), clock=self._clock, keys=self._keys,
+                                 owns_client=True)  # fmt: skip
+            async with store:
+                editor = ProfileEditor(store, RecordedTaskAuthoriser(_no_task))
+                return await getattr(editor, name)(*args, **options)
+
+        return call
+
+
+async def _no_task(_session_id: str) -> str | None:
+    return None
 
 
 def fake_backend(
@@ -84,13 +126,20 @@ def fake_backend(
 
     routes = ServiceRoutes(connect, keys, clock or SystemClock())
     listing = fakeredis.FakeRedis(server=server, decode_responses=True)
-    return ApiBackend(routes=routes, keys=keys, listing=listing, connect=connect)
+    profiles = StoreProfiles(connect, keys, clock or SystemClock())
+    return ApiBackend(routes=routes, keys=keys, listing=listing, connect=connect, profiles=profiles)
 
 
-def redis_backend(url: str, keys: KeySpace) -> ApiBackend:
-    """The same on a real Redis (the integration tier)."""
-    routes = ServiceRoutes(lambda: AsyncRedis.from_url(url, decode_responses=True), keys)
-    return ApiBackend.on_redis(routes, url, keys)
+def redis_backend(url: str, keys: KeySpace, *, notices: bool = False) -> ApiBackend:
+    """The same on a real Redis (the integration tier); with `notices`, routes started
+    with a task id keep their transcript notices, as a route host's do."""
+
+    def connect() -> AsyncRedis:
+        return AsyncRedis.from_url(url, decode_responses=True)
+
+    profiles = StoreProfiles(connect, keys, SystemClock())
+    routes = ServiceRoutes(connect, keys, notices_url=url if notices else None)
+    return ApiBackend.on_redis(routes, url, keys, profiles)
 
 
 @contextmanager

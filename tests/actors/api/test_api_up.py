@@ -269,3 +269,28 @@ def test_request_metrics_reach_rays_prometheus_export(api: LiveApi) -> None:
         assert time.monotonic() < deadline, f"not exported within {METRICS_TIMEOUT_S} s"
         time.sleep(SCRAPE_EVERY_S)
     assert not any("metrics-1" in sample for sample in counted)  # templates, never ids
+
+
+def test_the_console_is_served_behind_the_token_and_saves_through_the_profile_store(
+    api: LiveApi,
+) -> None:
+    host = api.url.removeprefix("http://")
+
+    def get(path: str, token: str | None) -> http.client.HTTPResponse:
+        connection = http.client.HTTPConnection(host, timeout=CURL_TIMEOUT_S)
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        connection.request("GET", path, headers=headers)
+        return connection.getresponse()
+
+    refused = get("/console/routes", None)
+    assert refused.status == 303
+    assert refused.getheader("location") == "/console/login?next=%2Fconsole%2Froutes"
+    assert get("/console/login", None).status == 200
+    profile = {"version": 1, "candidates": [{"id": "claude", "agent": "claude-acp"}]}
+    status, stored = api.curl("POST", "/profiles", {"id": "up-fleet", "profile": profile})
+    assert (status, stored["version"]) == (201, 1), stored
+    page = get("/console/profiles/up-fleet", TOKEN)
+    html = page.read().decode()
+    assert page.status == 200
+    assert "Transient errors" in html
+    assert TOKEN not in html

@@ -1,0 +1,76 @@
+"""`/profiles…` over HTTP on the profile store (fakeredis, no Ray): create answers the
+normalised document, a bad field is 422 addressed under `profile`, an edit on a stale
+version is 409 and changes nothing, a delete is 204 and the profile is gone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.actors.api.api_rigs import client_of, fake_backend
+from tests.actors.api.payloads import dynamic
+from tests.actors.conftest import unique_keys
+
+
+@pytest.fixture
+def client() -> Iterator[TestClient]:
+    with client_of(fake_backend(unique_keys())) as made:
+        yield made
+
+
+def test_a_new_installation_lists_no_profiles(client: TestClient) -> None:
+    answer = client.get("/profiles")
+    assert answer.status_code == 200
+    assert answer.json() == {"profiles": [], "unreadable": [], "next_cursor": None}
+
+
+def test_create_answers_the_normalised_document_and_get_reads_it_back(
+    client: TestClient,
+) -> None:
+    legacy = {
+        "version": 1,
+        "candidates": [
+            {"id": "claude", "agent": "claude-acp", "rules": {"on_provider_error": "try_next"}}
+        ],
+    }
+    created = client.post("/profiles", json={"id": "fleet", "profile": legacy})
+    assert created.status_code == 201, created.text
+    stored = created.json()
+    assert stored["version"] == 1
+    transient = stored["document"]["candidates"][0]["transient"]
+    assert transient["on_exhausted"] == "skip"
+    assert transient["retry"] == {"enabled": False, "max_retries": 0,
+                                  "initial_interval_seconds": 0}  # fmt: skip
+    assert client.get("/profiles/fleet").json() == stored
+    assert [p["profile_id"] for p in client.get("/profiles").json()["profiles"]] == ["fleet"]
+    again = client.post("/profiles", json={"id": "fleet", "profile": legacy})
+    assert (again.status_code, again.json()["error"]) == (409, "profile_exists")
+
+
+def test_a_bad_limit_is_422_at_its_field_under_profile(client: TestClient) -> None:
+    profile = dynamic("claude", "codex", retries=11)
+    answer = client.post("/profiles", json={"id": "fleet", "profile": profile})
+    assert answer.status_code == 422
+    fields = {item["field"] for item in answer.json()["errors"]}
+    assert "profile.candidates[1].hard.retry.max_retries" in fields
+    assert client.get("/profiles/fleet").status_code == 404
+
+
+def test_an_update_on_a_stale_version_is_409_and_changes_nothing(client: TestClient) -> None:
+    client.post("/profiles", json={"id": "fleet", "profile": dynamic("claude")})
+    updated = client.put(
+        "/profiles/fleet", json={"version": 1, "profile": dynamic("claude", "codex")}
+    )
+    assert (updated.status_code, updated.json()["version"]) == (200, 2)
+    stale = client.put("/profiles/fleet", json={"version": 1, "profile": dynamic("x")})
+    assert (stale.status_code, stale.json()["error"]) == (409, "stale_profile_version")
+    assert client.get("/profiles/fleet").json() == updated.json()
+
+
+def test_a_delete_is_204_and_the_profile_is_gone(client: TestClient) -> None:
+    client.post("/profiles", json={"id": "fleet", "profile": dynamic("claude")})
+    assert client.delete("/profiles/fleet?version=1").status_code == 204
+    missing = client.get("/profiles/fleet")
+    assert (missing.status_code, missing.json()["error"]) == (404, "profile_not_found")
