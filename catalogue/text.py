@@ -23,6 +23,10 @@ _MID_WORD_WRAP = re.compile(r"\n(?:(?<=\w\n)|(?<=\w\r\n))[ \t]*\w")
 
 # The quote marks at the start of a line of Markdown-quoted output ("> ", "> > ").
 _QUOTE_MARKS = re.compile(r"\n(?:[ \t]*>)+")
+# The borders of a box-drawn frame around a line break (rich tables and panels, Gemini
+# CLI's boxes: "... does not  │\n│ have access ..."), nested frames included: the
+# closing border(s) before the break and the opening border(s) after it.
+_BOX_BORDERS = re.compile(r"(?:[ \t]*[│┃])+[ \t]*\n(?:[ \t]*[│┃])+")
 
 
 def _wraps_mid_word(text: str) -> bool:
@@ -104,6 +108,10 @@ def views_of(lowered: str) -> TextViews:
         # Output pasted as a Markdown quote ("> " before every line): the marks are
         # decoration, and a wrap inside a message would leave one between its words.
         lowered = _QUOTE_MARKS.sub("\n", lowered)
+    if "│" in lowered or "┃" in lowered:
+        # Output framed in a box: the borders at a line's two ends are decoration, and a
+        # message wrapped inside the frame would keep two of them between its words.
+        lowered = _BOX_BORDERS.sub("\n", lowered)
     if lowered.isascii():
         # Most texts: the flat view and the tokens from one encoding, and no split when
         # the text is already flat (no white space but single spaces inside it: then

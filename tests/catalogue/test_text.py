@@ -105,6 +105,21 @@ def test_markdown_quote_marks_at_line_starts_are_decoration() -> None:
     assert "rate limit reached for gpt-4o" in nested.flat
 
 
+def test_box_borders_around_a_line_break_are_decoration() -> None:
+    """A message wrapped inside a box-drawn frame (a rich table cell, genkit-ai/genkit#4688;
+    nested panels): the borders between its lines do not stand between its words."""
+    views = make_views(
+        "│ 'Publisher Model was not found  │\n│ or your project does not  │\n│ have access to it. │"
+    )
+    assert "was not found or your project does not have access to it." in views.flat
+    nested = make_views("│ │ retry in   │ │\n│ │ 59s │ │")
+    assert "retry in 59s" in nested.flat
+
+
+def test_a_box_border_inside_a_line_is_kept() -> None:
+    assert "a │ b" in make_views("a │ b").flat
+
+
 def test_a_greater_than_sign_inside_a_line_is_kept() -> None:
     assert (
         "prompt is too long: 210000 tokens > 200000"
