@@ -4,7 +4,8 @@ one Node process (tests/actors/api/orchestrate_webhook.mjs, standard library onl
 both drives a route over the API and receives its retry by webhook. Its first delivery is
 answered 503 with Retry-After: 1, so the retry arrives twice with the same idempotency key
 and is taken the second time; the turn's success is then reported with the generation the
-webhook named. Waits are on `up`'s lines and on the Node process, never a fixed sleep."""
+webhook named. Both calls' outcomes reach `up`'s Prometheus export. Waits are on `up`'s
+lines and on the Node process (the metrics scrape repeats, as Ray gives no notice)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import json
 import shutil
 import signal
 import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -24,6 +27,7 @@ from actors.keys import AttemptFence
 from actors.store.sync_reads import read_route
 from tests.actors.cli.test_cli_up import RunningUp, up_environment
 from tests.actors.conftest import _delete_prefix, unique_keys
+from tests.actors.metrics_scrape import SCRAPE_EVERY_S, samples
 
 pytestmark = pytest.mark.integration
 
@@ -33,6 +37,7 @@ ROUTE: Final = "node-webhook-1"
 ORCHESTRATOR: Final = Path(__file__).with_name("orchestrate_webhook.mjs")
 START_TIMEOUT_S: Final = 180.0  # a local Ray, two hosts and a worker: ~40 s when loaded
 DRIVE_TIMEOUT_S: Final = 150.0
+METRICS_TIMEOUT_S: Final = 60.0
 NODE = shutil.which("node")
 
 
@@ -72,6 +77,7 @@ def test_a_node_orchestrator_drives_a_route_whose_retry_arrives_by_webhook(
         api_url = up.wait_line("api: ", START_TIMEOUT_S).split()[1]
         up.wait_line("ready: ", START_TIMEOUT_S)
         seen = drive(process, api_url)
+        exported = dispatch_metrics(up)
         connection = redis.Redis.from_url(redis_url, decode_responses=True)
         raw = redis.Redis.from_url(redis_url)
         try:
@@ -110,6 +116,26 @@ def test_a_node_orchestrator_drives_a_route_whose_retry_arrives_by_webhook(
     facts = (fields.get("outcome"), fields.get("status"), fields.get("returns"))
     assert facts == ("delivered", "200", "1")
     assert float(fields["latency_ms"]) >= 0
+    counted = samples(exported, "ray_recovery_dispatch_outcomes_total{")
+    for outcome, status in (("not_dispatched", "503"), ("delivered", "200")):
+        tags = (f'outcome="{outcome}"', f'status="{status}"')
+        assert any(all(tag in sample for tag in tags) for sample in counted), counted
+    assert samples(exported, "ray_recovery_dispatch_latency_seconds_bucket{")
+
+
+def dispatch_metrics(up: RunningUp) -> str:
+    """`up`'s Prometheus export once both webhook calls are in it (Ray exports on its own
+    period, with no notice of a change: the scrape is repeated, metrics_scrape.py)."""
+    [line] = [line for line in up.lines if line.startswith("metrics: ")]
+    url = line.removeprefix("metrics: curl -s ").split(",")[0]
+    deadline = time.monotonic() + METRICS_TIMEOUT_S
+    while True:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            text = str(answer.read().decode())
+        if len(samples(text, "ray_recovery_dispatch_outcomes_total{")) >= 2:  # 503 and 200
+            return text
+        assert time.monotonic() < deadline, f"not exported within {METRICS_TIMEOUT_S} s"
+        time.sleep(SCRAPE_EVERY_S)
 
 
 def drive(process: subprocess.Popen[str], api_url: str) -> dict[str, Any]:
