@@ -36,7 +36,9 @@ so importing this module costs nothing and a process outside Ray records into no
                                                               refused (a retired attempt's),
                                                               retired, duplicates_repaired,
                                                               write_failures, cleanup_failures,
-                                                              recovery_messages
+                                                              recovery_messages, withdrawn (a
+                                                              notice created for an attempt the
+                                                              route had left, deleted again)
     recovery_notice_guards{host}                              live session guard entries
 The circuit metrics are recorded where circuits are written: in the circuit hosts
 (actors/hosting/circuit_host.py), the released count in the route hosts that arm them.
@@ -251,7 +253,7 @@ def circuit_metrics() -> CircuitMetrics:
 
 NOTICE_OUTCOMES: Final = (
     "written", "refused", "retired", "duplicates_repaired", "write_failures",
-    "cleanup_failures", "recovery_messages", "recovery_failures",
+    "cleanup_failures", "recovery_messages", "recovery_failures", "withdrawn",
 )  # fmt: skip
 
 

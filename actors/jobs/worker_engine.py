@@ -97,7 +97,7 @@ class WorkerEngine:
         return store, CircuitEffects(circuits, binding), wakes
 
     async def _open_notices(self, url: str) -> tuple[RouteNotices, Redis]:
-        return route_notices(url, self.settings, self.store, self.clock)
+        return route_notices(url, self.settings, self.store, self.clock, owns_sessions=False)
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run `coroutine` on the engine's loop; its result, or its exception raised."""
