@@ -262,6 +262,35 @@ def test_denied_and_foreign_cancels_are_indistinguishable_and_read_no_retry_stat
     run(backend, scenario)
 
 
+def test_one_pair_foreign_and_then_denied_gets_the_same_error_and_message(
+    backend: Backend,
+) -> None:
+    """The pair (task-x, s1) before s1 exists (foreign) and once s1 runs task-1 with a
+    notice (denied): the caller cannot tell them apart, and nothing but the authoriser's
+    own lookup is read either time."""
+
+    async def scenario(r: Rig) -> None:
+        caught: list[NotAuthorisedError] = []
+        for prepare in (None, "start"):
+            if prepare == "start":
+                await r.start("s1")
+                await r.fail("s1")
+            r.port.calls.clear()
+            with pytest.raises(NotAuthorisedError) as error:
+                await r.service.cancel_transient_retry("task-x", "s1", "mallory")
+            caught.append(error.value)
+            assert r.port.calls == []  # no notice read
+        foreign, denied = caught
+        assert (type(foreign), str(foreign), foreign.args) == (
+            type(denied), str(denied), denied.args,
+        )  # fmt: skip
+        assert r.reads == ["s1", "s1"]  # the authoriser's own lookup only
+        assert (await r.service.snapshot("s1")).state == "retry_wait"
+        assert len(await r.retrying("s1")) == 1
+
+    run(backend, scenario)
+
+
 def test_a_route_without_a_task_writes_no_notice_and_cannot_be_cancelled(
     backend: Backend,
 ) -> None:
