@@ -28,6 +28,7 @@ from actors.errors import NotAuthorisedError, TransitionRejectedError
 from actors.keys import AttemptFence
 from actors.routes.models import RouteSnapshot
 from actors.routes.notices import RECOVERY_KIND, RESUME, START_FRESH
+from actors.routes.profiles import ConcreteProfile
 from actors.store.redis_transcript import RedisTranscript
 from actors.store.transcript import TranscriptMessage
 from tests.actors.conftest import Backend
@@ -167,6 +168,34 @@ def test_a_retry_that_succeeds_leaves_no_notice_when_the_session_idles_or_reload
         assert (await r.succeed("s1")).state == "active"
         assert await r.retrying("s1") == []  # idle, or a reload: nothing to render
         assert await r.messages("s1") == []
+
+    run(backend, scenario)
+
+
+def test_a_concrete_profiles_interactive_retries_write_and_retire_through_the_same_path(
+    backend: Backend,
+) -> None:
+    """A task chat on one concrete agent (the built-in interactive policy: 5 retries from
+    5 s): its notice says retry N of 5 on its provider, is reused, and goes with the
+    success."""
+
+    async def scenario(r: Rig) -> None:
+        chat = ConcreteProfile(id="claude", agent="claude-acp", provider="anthropic")
+        await r.service.start("chat", chat, caller="kanban", invocation_id="inv-chat",
+                              task_id=TASK)  # fmt: skip
+        first = await r.fail("chat")
+        assert (first.state, first.retry_ordinal, first.retry_max) == ("retry_wait", 1, 5)
+        [notice] = await r.retrying("chat")
+        assert (notice.metadata["retry_ordinal"], notice.metadata["retry_max"]) == (1, 5)
+        assert notice.metadata["provider"] == "anthropic"
+        assert "retry 1 of 5" in notice.content
+        await r.fire("chat")
+        await r.fail("chat")
+        [again] = await r.retrying("chat")
+        assert (again.id, again.metadata["retry_ordinal"]) == (notice.id, 2)
+        await r.fire("chat")
+        assert (await r.succeed("chat")).state == "active"
+        assert await r.retrying("chat") == []
 
     run(backend, scenario)
 
