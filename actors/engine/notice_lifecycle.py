@@ -48,13 +48,18 @@ from actors.routes.models import WAITING_STATES, RouteSnapshot, attempt_retrying
 from actors.routes.notices import RecoveryFacts, RetryFacts, recovery_message, retry_notice
 from actors.routes.profiles import ConcreteProfile, profile_from_json
 
-__all__ = ["CancelOutcome", "Committed", "RouteNotices"]
+__all__ = ["CANCEL_CONCURRENCY", "CancelOutcome", "Committed", "RouteNotices"]
 
 log = logging.getLogger(__name__)
 
 ENDING_STATES = frozenset({"active", "action_required", "closed"})
 LOOP_STATES = frozenset({*WAITING_STATES, "retrying"})
 CANCEL_ATTEMPTS = 3
+CANCEL_CONCURRENCY = 8
+"""Cancels one process carries out at once; the rest wait their turn. A cancel is a few
+single reads and writes, not a batch: a burst of a thousand (a fleet's users pressing
+Cancel) would otherwise wait on the route store's bounded pool (16 connections) all at
+once, time out there and starve the batches of reports beside them."""
 
 RunCommand = Callable[[str, RouteCommand], Awaitable[RouteSnapshot]]
 ReadSnapshot = Callable[[str], Awaitable[RouteSnapshot]]
@@ -89,6 +94,7 @@ class RouteNotices:
         self.notices = notices
         self.authoriser = authoriser
         self._read = read
+        self._cancels = asyncio.Semaphore(CANCEL_CONCURRENCY)
 
     async def committed(self, changes: Sequence[Committed]) -> None:
         """Follow a round's applied transitions (one per route): each route's notice work
@@ -184,7 +190,20 @@ class RouteNotices:
         run: RunCommand,
     ) -> CancelOutcome:
         """Cancel the session's transient retry (module docstring): NotAuthorisedError,
-        the same for a denied and a foreign pair, before anything is read."""
+        the same for a denied and a foreign pair, before anything is read. At most
+        CANCEL_CONCURRENCY at once."""
+        async with self._cancels:
+            return await self._cancel(task_id, session_id, principal, read=read, run=run)
+
+    async def _cancel(
+        self,
+        task_id: str,
+        session_id: str,
+        principal: str | None,
+        *,
+        read: ReadSnapshot,
+        run: RunCommand,
+    ) -> CancelOutcome:
         await require_authorised(self.authoriser, task_id, session_id, principal)
         snapshot, stopped = await _stopped(session_id, read, run)
         active = stopped is not None

@@ -8,7 +8,8 @@ session's notice, so it creates one for an attempt that was cancelled. The creat
 must not outlive the write: the writer reads the route after its create and withdraws the
 notice when the route no longer runs that attempt. And a worker that only wrote for the
 host's session keeps no entry of it in its own guard table; a slow notice write holds no
-route lock. Gates (asyncio events) place the calls; nothing sleeps. On fakeredis and on
+route lock; a burst of cancels runs a few at a time. Gates (asyncio events) place the
+calls; nothing sleeps. On fakeredis and on
 the session's real Redis."""
 
 from __future__ import annotations
@@ -18,20 +19,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from actors.clock import ManualClock
 from actors.engine.authorisers import RecordedTaskAuthoriser
-from actors.engine.notice_lifecycle import RouteNotices
+from actors.engine.notice_lifecycle import CANCEL_CONCURRENCY, RouteNotices
 from actors.engine.schedulers import ManualScheduler
 from actors.engine.service import RouteService
 from actors.engine.session_guards import SessionGuards
 from actors.engine.session_notices import SessionNotices
 from actors.keys import AttemptFence
-from actors.routes.commands import ReportFailure, ReturnUnsent
+from actors.routes.commands import ReportFailure, ReturnUnsent, RouteCommand
 from actors.routes.models import RouteSnapshot
 from actors.store.redis_transcript import RedisTranscript
 from actors.store.route_store import RouteStore
 from actors.store.transcript import TranscriptMessage
 from tests.actors.conftest import Backend
-from tests.actors.engine.transcript_fakes import FaultyTranscript
+from tests.actors.engine.transcript_fakes import FaultyTranscript, MemoryTranscript
+from tests.actors.route_builders import T0
 from tests.actors.route_scenarios import overloaded, safe_turn, seed_profile
 
 TASK = "task-1"
@@ -190,5 +193,52 @@ def test_a_slow_notice_write_holds_no_route_lock(backend: Backend) -> None:
             assert retried.state == "retrying"
             listing.release.set()
             await asyncio.wait_for(failed, TIMEOUT_S)
+
+    asyncio.run(scenario())
+
+
+def test_a_burst_of_cancels_is_carried_out_a_few_at_a_time() -> None:
+    """Fifty cancels at once: at most CANCEL_CONCURRENCY are past their turn together (the
+    others would otherwise all wait on the store's bounded pool). Without the bound every
+    task queued before the waiter resumes would have entered: the peak would be fifty."""
+
+    async def scenario() -> None:
+        inside: list[str] = []
+        peak = 0
+        full, release = asyncio.Event(), asyncio.Event()
+
+        class SlowAuthoriser:
+            async def authorise(self, task_id: str, session_id: str, principal: str | None) -> bool:
+                nonlocal peak
+                inside.append(session_id)
+                peak = max(peak, len(inside))
+                if len(inside) == CANCEL_CONCURRENCY:
+                    full.set()
+                await release.wait()
+                inside.remove(session_id)
+                return True
+
+        clock = ManualClock(T0)
+        guards = SessionGuards(clock, ManualScheduler(clock))
+        notices = RouteNotices(SessionNotices(MemoryTranscript(clock), guards), SlowAuthoriser())
+
+        async def read(session_id: str) -> RouteSnapshot:
+            return RouteSnapshot.absent(session_id)  # no loop: each cancel only cleans up
+
+        async def run(session_id: str, command: RouteCommand) -> RouteSnapshot:
+            raise AssertionError(f"nothing to stop: {session_id} {command}")
+
+        cancels = [
+            asyncio.create_task(
+                notices.cancel_transient_retry(TASK, f"s{n}", None, read=read, run=run)
+            )
+            for n in range(50)
+        ]
+        await asyncio.wait_for(full.wait(), TIMEOUT_S)
+        assert peak == CANCEL_CONCURRENCY
+        release.set()
+        done = await asyncio.wait_for(asyncio.gather(*cancels), TIMEOUT_S)
+        assert [outcome.active for outcome in done] == [False] * 50
+        assert peak == CANCEL_CONCURRENCY
 
     asyncio.run(scenario())
