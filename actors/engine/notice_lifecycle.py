@@ -41,20 +41,25 @@ from dataclasses import dataclass
 from actors.engine.authorisers import Authoriser, require_authorised
 from actors.engine.session_guards import ExecutionIdentity
 from actors.engine.session_notices import SessionNotices
-from actors.errors import CorruptProfileError, TransitionRejectedError, error_text
+from actors.errors import CorruptProfileError, RecoveryError, TransitionRejectedError, error_text
 from actors.keys import AttemptFence
 from actors.routes.commands import CancelWait, RouteCommand, Start, StopRoute
 from actors.routes.models import WAITING_STATES, RouteSnapshot, attempt_retrying
 from actors.routes.notices import RecoveryFacts, RetryFacts, recovery_message, retry_notice
 from actors.routes.profiles import ConcreteProfile, profile_from_json
 
-__all__ = ["CancelOutcome", "Committed", "RouteNotices"]
+__all__ = ["CANCEL_CONCURRENCY", "CancelOutcome", "Committed", "RouteNotices"]
 
 log = logging.getLogger(__name__)
 
 ENDING_STATES = frozenset({"active", "action_required", "closed"})
 LOOP_STATES = frozenset({*WAITING_STATES, "retrying"})
 CANCEL_ATTEMPTS = 3
+CANCEL_CONCURRENCY = 8
+"""Cancels one process carries out at once; the rest wait their turn. A cancel is a few
+single reads and writes, not a batch: a burst of a thousand (a fleet's users pressing
+Cancel) would otherwise wait on the route store's bounded pool (16 connections) all at
+once, time out there and starve the batches of reports beside them."""
 
 RunCommand = Callable[[str, RouteCommand], Awaitable[RouteSnapshot]]
 ReadSnapshot = Callable[[str], Awaitable[RouteSnapshot]]
@@ -79,11 +84,17 @@ class CancelOutcome:
 
 
 class RouteNotices:
-    def __init__(self, notices: SessionNotices, authoriser: Authoriser) -> None:
+    def __init__(
+        self, notices: SessionNotices, authoriser: Authoriser, *, read: ReadSnapshot | None = None
+    ) -> None:
         """Notices through `notices` (the host's session guards and transcript port); cancels
-        authorised by `authoriser`."""
+        authorised by `authoriser`. `read` (the store's snapshot read) checks, after a
+        notice was created, that the route still runs its attempt (SessionNotices.
+        write_attempt); None skips the check (one process writing alone)."""
         self.notices = notices
         self.authoriser = authoriser
+        self._read = read
+        self._cancels = asyncio.Semaphore(CANCEL_CONCURRENCY)
 
     async def committed(self, changes: Sequence[Committed]) -> None:
         """Follow a round's applied transitions (one per route): each route's notice work
@@ -112,9 +123,35 @@ class RouteNotices:
             await self.notices.retire(task, after.route_id, attempt=_fence(before), force=force)
         if after.state in WAITING_STATES and after.deadline is not None and _moved(before, after):
             attempt = _fence(after)
-            written = await self.notices.write_attempt(task, attempt, retry_notice(_facts(after)))
-            if written.status != "refused":
+            notice = retry_notice(_facts(after))
+            written = await self.notices.write_attempt(
+                task, attempt, notice, runs=self._runs(attempt)
+            )
+            if written.status not in ("refused", "withdrawn"):
                 await self.notices.arm_retry(attempt)
+
+    def _runs(self, attempt: AttemptFence) -> Callable[[], Awaitable[bool]] | None:
+        """Whether the route still runs `attempt` (waits for it, or dispatched it), read
+        from the store; a failed read answers True (the notice stays: a later cleanup
+        repairs)."""
+        read = self._read
+        if read is None:
+            return None
+
+        async def runs() -> bool:
+            try:
+                snapshot = await read(attempt.route_id)
+            except RecoveryError as error:
+                log.warning("route %s not read after its notice: %s",
+                            attempt.route_id, error_text(error))  # fmt: skip
+                return True
+            current = (snapshot.generation, snapshot.attempt_ordinal)
+            return snapshot.state in LOOP_STATES and current == (
+                attempt.generation,
+                attempt.ordinal,
+            )
+
+        return runs
 
     async def delivered(self, attempts: Sequence[AttemptFence], read: ReadSnapshot) -> None:
         """The dispatches of `attempts` were delivered: each is its session's accepted
@@ -153,7 +190,20 @@ class RouteNotices:
         run: RunCommand,
     ) -> CancelOutcome:
         """Cancel the session's transient retry (module docstring): NotAuthorisedError,
-        the same for a denied and a foreign pair, before anything is read."""
+        the same for a denied and a foreign pair, before anything is read. At most
+        CANCEL_CONCURRENCY at once."""
+        async with self._cancels:
+            return await self._cancel(task_id, session_id, principal, read=read, run=run)
+
+    async def _cancel(
+        self,
+        task_id: str,
+        session_id: str,
+        principal: str | None,
+        *,
+        read: ReadSnapshot,
+        run: RunCommand,
+    ) -> CancelOutcome:
         await require_authorised(self.authoriser, task_id, session_id, principal)
         snapshot, stopped = await _stopped(session_id, read, run)
         active = stopped is not None

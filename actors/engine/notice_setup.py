@@ -31,10 +31,12 @@ def route_notices(
     clock: Clock,
     *,
     scheduler: Scheduler | None = None,
+    owns_sessions: bool = True,
 ) -> tuple[RouteNotices, Redis]:
     """The notices of a process writing with `settings`, and the Redis client they use
-    (the caller closes it). Raises PluginLoadError naming a `transcript` or `authoriser`
-    that cannot be loaded."""
+    (the caller closes it). `owns_sessions`: a route host (True) or an rq worker's engine
+    (SessionNotices). Raises PluginLoadError naming a `transcript` or `authoriser` that
+    cannot be loaded."""
     client = bounded_client(
         url, max_connections=TRANSCRIPT_CONNECTIONS, timeout_s=TRANSCRIPT_TIMEOUT_S
     )
@@ -48,4 +50,6 @@ def route_notices(
     )  # fmt: skip
     authoriser = load_authoriser(settings.authoriser, recorded_task=recorded_task)
     guards = SessionGuards(clock, scheduler or LoopScheduler())
-    return RouteNotices(SessionNotices(transcript, guards), authoriser), client
+    session_notices = SessionNotices(transcript, guards, owns_sessions=owns_sessions)
+    notices = RouteNotices(session_notices, authoriser, read=store.snapshot)
+    return notices, client

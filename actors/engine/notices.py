@@ -11,6 +11,16 @@ failure is logged and swallowed with no fallback insert (an insert beside a noti
 could not see would be a duplicate); a failed duplicate deletion is left for the next write
 or the retirement.
 
+A notice is written after its transition committed, by the process that committed it:
+the owning host, or an rq worker's engine (a NotDispatched redelivery, a backstop's
+re-park). A process's session guard orders only its own calls, so a write that lists the
+transcript after another process's retirement would create the notice again; the
+writer's caller reads the route after a create and `NoticeWriter.withdraw` deletes the
+new notice when the route no longer runs its attempt. A retirement lists after its
+transition committed, so whichever comes second of it and that read sees the other: a
+cancelled or superseded attempt's notice never outlives its write. (An update cannot
+recreate anything: it fails on a deleted message.)
+
 `NoticeResolver.retire` ends the notice when retry ownership ends: it deletes every
 `retrying: true` message of the task session (any kind), continuing past individual
 failures so one corrupt or racing message cannot keep the others alive. Failures are
@@ -23,6 +33,7 @@ orders a session's writes and retirements.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Literal
@@ -38,7 +49,7 @@ __all__ = ["NoticeResolver", "NoticeWriter", "Resolution", "WriteOutcome", "is_r
 
 log = logging.getLogger(__name__)
 
-WriteStatus = Literal["created", "updated", "failed", "refused"]
+WriteStatus = Literal["created", "updated", "failed", "refused", "withdrawn"]
 FailedStep = Literal["list", "create", "update"]
 
 
@@ -54,7 +65,9 @@ class WriteOutcome:
     guard refused the attempt (retired or superseded) and nothing was read or written.
     `duplicates_deleted`/`duplicates_failed` count the other notices the write removed or
     could not remove. `superseded`: the earlier retry attempt the write's reservation
-    replaced (SessionNotices sets it; the host cancels that attempt's timer)."""
+    replaced (SessionNotices sets it; the host cancels that attempt's timer). `withdrawn`:
+    the notice was created, then deleted again because the route no longer ran its attempt
+    (`NoticeWriter.withdraw`)."""
 
     status: WriteStatus
     message: TranscriptMessage | None = None
@@ -138,6 +151,38 @@ class NoticeWriter:
             log.warning("retry notice of %s not created: %s", where, error_text(error))
             return WriteOutcome("failed", failed_step="create")
         return WriteOutcome("created", created)
+
+    async def withdraw(
+        self, task_id: str, attempt: AttemptFence, created: WriteOutcome
+    ) -> WriteOutcome:
+        """Delete the notice `created` made for `attempt` when it still shows that attempt:
+        the route had moved on before the create landed, so a retirement may have listed
+        the transcript before it (another process's, whose session guard this one cannot
+        see). A notice another writer has since made show a later attempt is that
+        attempt's, and stays. Failures are logged: a later write or cleanup repairs."""
+        if created.message is None:
+            return created
+        where = f"task {task_id!r} session {attempt.route_id!r}"
+        try:
+            listed = await self.transcript.list_session_messages(task_id, attempt.route_id)
+            mine = [m for m in listed if m.id == created.message.id and shows(m, attempt)]
+        except Exception as error:  # logged; the next cleanup lists again
+            log.warning("stale retry notice of %s not withdrawn: %s", where, error_text(error))
+            return dataclasses.replace(created, duplicates_failed=created.duplicates_failed + 1)
+        if not mine:
+            return created
+        _deleted, failed = await _delete_each(self.transcript, mine, where)
+        status: WriteStatus = "withdrawn" if failed == 0 else "created"
+        failures = created.duplicates_failed + failed
+        return dataclasses.replace(created, status=status, duplicates_failed=failures)
+
+
+def shows(message: TranscriptMessage, attempt: AttemptFence) -> bool:
+    """Whether the notice's metadata shows `attempt` (its generation and attempt ordinal)."""
+    metadata = message.metadata
+    return (metadata.get("generation"), metadata.get("attempt_ordinal")) == (
+        attempt.generation, attempt.ordinal,
+    )  # fmt: skip
 
 
 class NoticeResolver:

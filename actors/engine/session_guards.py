@@ -225,6 +225,15 @@ class HeldSession:
         entry.prompt = None
         return True
 
+    def release_retry(self, attempt: AttemptFence) -> None:
+        """Forget the reservation of `attempt` without retiring it: no watermark raised, no
+        fence armed, so the entry is reclaimed once unused. For a process that writes a
+        notice for a session another process owns (an rq worker's engine: the owning host
+        retires it, and this table would never hear of that)."""
+        entry = self._checked(attempt)
+        if entry.retry is not None and entry.retry.attempt == attempt:
+            entry.retry = None
+
     def may_write(self, attempt: AttemptFence) -> bool:
         """Whether a notice for `attempt` may be written: not retired, not superseded."""
         entry = self._checked(attempt)

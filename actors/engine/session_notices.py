@@ -40,7 +40,8 @@ class NoticeTally:
     deleted; cleanup_failures: listings and deletions that failed (at a retirement or a
     write's duplicate repair); recovery_messages / recovery_failures: manual-recovery
     messages created / not created; prompts: accepted prompts (starts and delivered
-    dispatches that owned their session)."""
+    dispatches that owned their session); withdrawn: notices created for an attempt the
+    route had already left (another process retired it meanwhile), deleted again."""
 
     written: int = 0
     refused: int = 0
@@ -51,14 +52,22 @@ class NoticeTally:
     recovery_messages: int = 0
     recovery_failures: int = 0
     prompts: int = 0
+    withdrawn: int = 0
 
 
 class SessionNotices:
     """The notice lifecycle of the sessions one host owns."""
 
-    def __init__(self, transcript: TranscriptPort, guards: SessionGuards) -> None:
+    def __init__(
+        self, transcript: TranscriptPort, guards: SessionGuards, *, owns_sessions: bool = True
+    ) -> None:
+        """`owns_sessions`: whether this process owns the sessions it writes for (a route
+        host). An rq worker's engine does not: it writes a notice for the owning host's
+        session and keeps no reservation of it (the host retires it, and this process's
+        guards would never hear of that), so its guard table stays bounded."""
         self.transcript = transcript
         self.guards = guards
+        self.owns_sessions = owns_sessions
         self.writer = NoticeWriter(transcript)
         self.resolver = NoticeResolver(transcript)
         self.tally = NoticeTally()
@@ -87,11 +96,21 @@ class SessionNotices:
         return accepted
 
     async def write_attempt(
-        self, task_id: str, attempt: AttemptFence, notice: NoticeContent
+        self,
+        task_id: str,
+        attempt: AttemptFence,
+        notice: NoticeContent,
+        *,
+        runs: Callable[[], Awaitable[bool]] | None = None,
     ) -> WriteOutcome:
         """The failure transition that scheduled `attempt` committed: reserve it as the
         session's retry (superseding an earlier one) and write its notice, both under the
-        guard. Refused, reading and writing nothing, for a retired or superseded attempt."""
+        guard. Refused, reading and writing nothing, for a retired or superseded attempt.
+
+        `runs()` (a store read: whether the route still runs `attempt`) is asked after a
+        create: when the route has moved on, a retirement in another process may have
+        listed the transcript before the create landed, so the new notice is withdrawn
+        and the attempt retired here too (notices.py)."""
         if notice.kind != RETRY_NOTICE_KIND:
             raise ValueError(f"a retry notice has kind {RETRY_NOTICE_KIND!r}, not {notice.kind!r}")
         async with self.guards.hold(attempt.route_id) as held:
@@ -102,6 +121,12 @@ class SessionNotices:
             outcome = await self.writer.write(
                 task_id, attempt.route_id, notice.content, notice.metadata
             )
+            if outcome.status == "created" and runs is not None and not await runs():
+                outcome = await self.writer.withdraw(task_id, attempt, outcome)
+                held.retire(attempt)  # over, though this process saw no transition end it
+            elif not self.owns_sessions:
+                held.release_retry(attempt)
+        self.tally.withdrawn += outcome.status == "withdrawn"
         self.tally.written += outcome.written
         self.tally.write_failures += outcome.status == "failed"
         self.tally.duplicates_repaired += outcome.duplicates_deleted

@@ -5,7 +5,8 @@ missed), it takes the entries jobs wrote for the host's routes: a wait arms the 
 precise timer (`arm`), a delivered dispatch goes to the host's notices (`delivered`: the
 session's accepted prompt, actors/engine/notice_lifecycle.py), in a task of its own: its
 session guard may be held by a slow transcript call, which must not hold up the waits
-read after it. With Redis away it logs, waits a second and reads on from where it was
+read after it. A dispatcher call's outcome and latency go to `dispatched` (the host's
+metrics). With Redis away it logs, waits a second and reads on from where it was
 (the durable backstops still cover the waits). `followed(entry_id)` waits until every
 entry up to that id has been taken and handed on, so what the host did with it can be
 read once it returns.
@@ -24,7 +25,7 @@ from redis.asyncio import Redis
 
 from actors.errors import RecoveryError, error_text
 from actors.keys import AttemptFence, KeySpace
-from actors.store.wakes import Delivered, next_wakes
+from actors.store.wakes import Delivered, Dispatched, next_wakes
 
 __all__ = ["WakeFollower"]
 
@@ -54,12 +55,14 @@ class WakeFollower:
         *,
         arm: Callable[[AttemptFence, datetime], None],
         delivered: Callable[[Sequence[AttemptFence]], Awaitable[None]],
+        dispatched: Callable[[Dispatched], None] | None = None,
     ) -> None:
         self._client = client
         self._keys = keys
         self._host_id = host_id
         self._arm = arm
         self._delivered = delivered
+        self._dispatched = dispatched
         self._taken = (0, 0)
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
@@ -105,6 +108,9 @@ class WakeFollower:
             for wake in wakes:
                 if isinstance(wake, Delivered):
                     delivered.append(wake.fence)
+                elif isinstance(wake, Dispatched):
+                    if self._dispatched is not None:
+                        self._dispatched(wake)
                 else:
                     self._arm(wake.fence, wake.deadline)
             if delivered:  # RouteNotices.delivered never raises

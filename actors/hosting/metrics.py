@@ -13,9 +13,16 @@ so importing this module costs nothing and a process outside Ray records into no
     recovery_timer_lateness_seconds                           fire time - deadline
     recovery_dispatch_enqueued_total                          dispatch jobs handed to rq
     recovery_dispatch_enqueue_seconds                         retrying write -> job enqueued
-                                                              (the dispatcher call itself runs
-                                                              in an rq worker, outside Ray: its
-                                                              times are in the dispatch ledger)
+    recovery_dispatch_outcomes_total{outcome,status}          dispatcher calls that observed
+                                                              their receiver (the webhook's):
+                                                              delivered, not_dispatched, failed,
+                                                              by HTTP status ("none": no answer)
+    recovery_dispatch_latency_seconds{outcome}                those calls' latency
+                                                              (the dispatcher call runs in an rq
+                                                              worker, outside Ray: the job
+                                                              announces it on the owning host's
+                                                              wake stream, which records it; the
+                                                              ledger keeps the same facts)
     recovery_circuit_state_changes_total{state}               circuit changes, by new state
     recovery_circuit_state{circuit}                           each circuit's state now:
                                                               0 closed, 1 half-open, 2 open
@@ -29,7 +36,9 @@ so importing this module costs nothing and a process outside Ray records into no
                                                               refused (a retired attempt's),
                                                               retired, duplicates_repaired,
                                                               write_failures, cleanup_failures,
-                                                              recovery_messages
+                                                              recovery_messages, withdrawn (a
+                                                              notice created for an attempt the
+                                                              route had left, deleted again)
     recovery_notice_guards{host}                              live session guard entries
 The circuit metrics are recorded where circuits are written: in the circuit hosts
 (actors/hosting/circuit_host.py), the released count in the route hosts that arm them.
@@ -45,6 +54,7 @@ from typing import Final
 from ray.util.metrics import Counter, Gauge, Histogram
 
 from actors.routes.models import RouteSnapshot
+from actors.store.wakes import Dispatched
 
 CIRCUIT_STATE_VALUES: Final = {"closed": 0, "half_open": 1, "open": 2}
 BATCH_BOUNDARIES: Final = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0]
@@ -62,6 +72,9 @@ LATENESS_BOUNDARIES: Final = [
     2.5,
     5.0,
 ]
+DISPATCH_LATENCY_BOUNDARIES: Final = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+]  # fmt: skip
 # What a failure report decided, read off the state it left the route in.
 DECISION_OF_STATE: Final = {
     "retry_wait": "retry",
@@ -83,6 +96,8 @@ class RouteMetrics:
     dispatches: Counter
     dispatch_enqueue: Histogram
     quarantined: Counter
+    dispatch_outcomes: Counter
+    dispatch_latency: Histogram
 
     def transition(self, snapshot: RouteSnapshot) -> None:
         self.transitions.inc(1, tags={"state": snapshot.state})
@@ -102,6 +117,12 @@ class RouteMetrics:
     def quarantine(self, snapshot: RouteSnapshot, field: str) -> None:
         """A corrupt route was quarantined (actors/routes/quarantine.py)."""
         self.quarantined.inc(1, tags={"field": field})
+
+    def dispatched(self, call: Dispatched) -> None:
+        """A dispatch job's dispatcher call, as the job announced it (actors/store/wakes.py)."""
+        status = "none" if call.status is None else str(call.status)
+        self.dispatch_outcomes.inc(1, tags={"outcome": call.outcome, "status": status})
+        self.dispatch_latency.observe(call.latency_ms / 1000, tags={"outcome": call.outcome})
 
 
 @cache
@@ -150,6 +171,20 @@ def route_metrics() -> RouteMetrics:
             "recovery_route_quarantined_total",
             description="Corrupt routes quarantined (action_required, corrupt: ...), by field.",
             tag_keys=("field",),
+        ),
+        dispatch_outcomes=Counter(
+            "recovery_dispatch_outcomes_total",
+            description=(
+                "Dispatcher calls that observed their receiver (the webhook's), by outcome "
+                "(delivered, not_dispatched, failed) and HTTP status (none: no answer)."
+            ),
+            tag_keys=("outcome", "status"),
+        ),
+        dispatch_latency=Histogram(
+            "recovery_dispatch_latency_seconds",
+            description="Latency of those dispatcher calls (the webhook's request), by outcome.",
+            boundaries=DISPATCH_LATENCY_BOUNDARIES,
+            tag_keys=("outcome",),
         ),
     )
 
@@ -218,7 +253,7 @@ def circuit_metrics() -> CircuitMetrics:
 
 NOTICE_OUTCOMES: Final = (
     "written", "refused", "retired", "duplicates_repaired", "write_failures",
-    "cleanup_failures", "recovery_messages", "recovery_failures",
+    "cleanup_failures", "recovery_messages", "recovery_failures", "withdrawn",
 )  # fmt: skip
 
 

@@ -160,6 +160,7 @@ class RouteHost:
         self._follower = WakeFollower(
             self._wakes, self._keys, self.host_id, arm=self._timers.offer,
             delivered=lambda attempts: self._notices.delivered(attempts, self._service.snapshot),
+            dispatched=self._metrics.dispatched,
         )  # fmt: skip
         # Ray runs an async actor's __init__ on its event loop: start rehydrating now,
         # without waiting for a first call (a restarted host has timers to fire).

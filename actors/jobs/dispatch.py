@@ -58,6 +58,7 @@ from actors.jobs.worker_engine import WorkerEngine, worker_engine
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import ReturnUnsent, RouteCommand, SettleDispatch
 from actors.routes.models import RouteSnapshot, attempt_retrying
+from actors.store.wakes import Dispatched
 from catalogue.sanitize import sanitize
 
 REASON_UNLOADABLE: Final = "dispatcher cannot be loaded"
@@ -163,6 +164,7 @@ def dispatch_once(
     except NotDispatched as error:
         detail = error_text(error)
         ledger.finish(fence, "not_dispatched", _now(), detail=detail, facts=_facts(error))
+        _announce(engine, host_id, fence, "not_dispatched", error)
         engine.abandon_unsent(snapshot)  # before re-planning: the next caller may probe
         again = settle(ReturnUnsent(fence.generation, fence.ordinal, detail, error.retry_after))
         if again is not None and again.deadline is not None and rearm is not None:
@@ -175,11 +177,13 @@ def dispatch_once(
         explained = isinstance(error, AmbiguousDispatch)  # its message is safe to show
         detail = error_text(error) if explained else f"{type(error).__name__}: {error_text(error)}"
         ledger.finish(fence, "failed", _now(), detail=detail, facts=_facts(error))
+        _announce(engine, host_id, fence, "failed", error)
         # a probe's lease is left to its TTL: the probe may have happened (docstring)
         reason = sanitize(str(error)) if explained else REASON_AMBIGUOUS
         settle(SettleDispatch(fence.generation, fence.ordinal, reason, keep_probe_lease=True))
         return "failed"
     ledger.finish(fence, "delivered", _now(), facts=_facts(returned))
+    _announce(engine, host_id, fence, "delivered", returned)
     engine.announce_delivered(host_id, fence, snapshot.task_id)  # the session's accepted prompt
     return "delivered"
 
@@ -200,6 +204,19 @@ def _dispatcher(path: str, settings: EngineSettings, snapshot: RouteSnapshot) ->
 def _facts(found: object) -> dict[str, str] | None:
     facts = facts_of(found)
     return None if facts is None else facts.ledger_fields()
+
+
+def _announce(
+    engine: WorkerEngine, host_id: str | None, fence: AttemptFence, outcome: str, found: object
+) -> None:
+    """What the dispatcher observed of its call (`found`: what it returned or raised),
+    told to the owning host for its metrics; a dispatcher that observed nothing says
+    nothing."""
+    facts = facts_of(found)
+    if facts is not None:
+        engine.announce_dispatched(
+            host_id, Dispatched(fence, outcome, facts.status, facts.latency_ms)
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,9 @@ waiting for its redelivery, a backstop firing into a re-park) is announced on th
 host's wake stream (`keys.host_wakes(host)`), which the host follows to arm its precise
 timer; the durable backstop stays the fallback. A dispatch the job delivered for a route
 with a task is announced there too (`announce_delivered`): the owning host's session guard
-takes it as the session's accepted prompt (actors/engine/notice_lifecycle.py).
+takes it as the session's accepted prompt (actors/engine/notice_lifecycle.py). What a
+dispatcher call observed (the webhook's status and latency) is announced there too
+(`announce_dispatched`): the host exports it as metrics.
 """
 
 from __future__ import annotations
@@ -46,7 +48,12 @@ from actors.routes.models import WAITING_STATES, RouteSnapshot
 from actors.store.circuit_store import CircuitStore
 from actors.store.pool import bounded_client, connection_url
 from actors.store.route_store import RouteStore
-from actors.store.wakes import announce_delivered, announce_waits
+from actors.store.wakes import (
+    Dispatched,
+    announce_delivered,
+    announce_dispatched,
+    announce_waits,
+)
 
 STORE_CONNECTIONS: Final = 4
 WAKES_MAXLEN: Final = 10_000
@@ -90,7 +97,7 @@ class WorkerEngine:
         return store, CircuitEffects(circuits, binding), wakes
 
     async def _open_notices(self, url: str) -> tuple[RouteNotices, Redis]:
-        return route_notices(url, self.settings, self.store, self.clock)
+        return route_notices(url, self.settings, self.store, self.clock, owns_sessions=False)
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run `coroutine` on the engine's loop; its result, or its exception raised."""
@@ -146,6 +153,19 @@ class WorkerEngine:
             )
         except RecoveryError as error:
             log.warning("delivery of %s not announced: %s", attempt, error_text(error))
+
+    def announce_dispatched(self, host_id: str | None, call: Dispatched) -> None:
+        """Tell the owning host `host_id` what a dispatcher call observed (its metrics; the
+        ledger has the same facts). With no host known nobody is told; a Redis error is
+        logged and loses that sample only."""
+        if host_id is None:
+            return
+        try:
+            self.run(
+                announce_dispatched(self._wakes, self.keys, host_id, [call], maxlen=WAKES_MAXLEN)
+            )
+        except RecoveryError as error:
+            log.warning("dispatch of %s not announced: %s", call.fence, error_text(error))
 
     def abandon_unsent(self, snapshot: RouteSnapshot) -> None:
         self.run(self.effects.abandon_unsent(snapshot, self.clock.now()))

@@ -13,6 +13,12 @@ dispatcher returned, and the ledger says `delivered`): the owning host's session
 takes it as the session's accepted prompt (actors/engine/notice_lifecycle.py). That entry
 (`kind` = `delivered`, no deadline) is a hint too: the host checks the route in Redis
 before it accepts it, and a host that does not know the kind skips it (it has no deadline).
+
+Every dispatcher call that observed something (the webhook's status and latency, or a
+custom dispatcher's DispatchFacts) is announced as well (`kind` = `dispatched`: the
+outcome, the status, the latency): the dispatch runs in an rq worker outside Ray, so the
+owning host is where it becomes metrics (actors/hosting/metrics.py). Losing one loses a
+sample of a metric, nothing else: the ledger keeps the same facts.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from actors.routes.models import RouteSnapshot
 DEFAULT_MAXLEN: Final = 10_000
 FOLLOW_COUNT: Final = 500
 DELIVERED: Final = "delivered"
+DISPATCHED: Final = "dispatched"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +55,18 @@ class Delivered:
     """One announced delivered dispatch: the attempt the dispatcher was handed."""
 
     fence: AttemptFence
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """One announced dispatcher call: how it ended (`delivered`, `not_dispatched`,
+    `failed`: the ledger's outcome) and what the dispatcher observed of it: the receiver's
+    HTTP status (None: no answer) and the call's latency."""
+
+    fence: AttemptFence
+    outcome: str
+    status: int | None
+    latency_ms: float
 
 
 async def announce_waits(
@@ -100,6 +119,32 @@ async def announce_delivered(
         raise StoreUnavailableError("announce deliveries", type(error).__name__) from error
 
 
+async def announce_dispatched(
+    client: Redis,
+    keys: KeySpace,
+    host_id: str,
+    calls: Sequence[Dispatched],
+    *,
+    maxlen: int = DEFAULT_MAXLEN,
+) -> None:
+    """Append the dispatcher calls `calls` to the host's stream, in one pipeline. A Redis
+    error raises StoreUnavailableError."""
+    stream = keys.host_wakes(host_id)
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            for call in calls:
+                fields = {
+                    "kind": DISPATCHED, "route": call.fence.route_id,
+                    "generation": call.fence.generation, "ordinal": call.fence.ordinal,
+                    "outcome": call.outcome, "latency_ms": f"{call.latency_ms:g}",
+                    "status": "" if call.status is None else str(call.status),
+                }  # fmt: skip
+                pipe.xadd(stream, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]  # redis-py's field types are narrower than what it takes
+            await pipe.execute()
+    except RedisError as error:
+        raise StoreUnavailableError("announce dispatches", type(error).__name__) from error
+
+
 async def last_wake_id(client: Redis, keys: KeySpace, host_id: str) -> str:
     """The newest entry's id of the host's stream ("0-0" when it has none)."""
     try:
@@ -111,7 +156,7 @@ async def last_wake_id(client: Redis, keys: KeySpace, host_id: str) -> str:
 
 async def next_wakes(
     client: Redis, keys: KeySpace, host_id: str, after: str, *, block_ms: int
-) -> tuple[str, list[Wake | Delivered]]:
+) -> tuple[str, list[Wake | Delivered | Dispatched]]:
     """The entries after id `after` (waiting up to `block_ms` for one), and the id to read
     after next. An entry that does not decode is skipped (it is only a hint)."""
     try:
@@ -122,7 +167,7 @@ async def next_wakes(
         _raise_if_cancelled()
         raise StoreUnavailableError("wakes", type(error).__name__) from error
     _raise_if_cancelled()
-    wakes: list[Wake | Delivered] = []
+    wakes: list[Wake | Delivered | Dispatched] = []
     for _stream, entries in reply or []:
         for entry_id, fields in entries:
             after = str(entry_id)
@@ -141,11 +186,14 @@ def _raise_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
-def _decoded(fields: dict[str, str]) -> Wake | Delivered | None:
+def _decoded(fields: dict[str, str]) -> Wake | Delivered | Dispatched | None:
     try:
         fence = AttemptFence(fields["route"], int(fields["generation"]), int(fields["ordinal"]))
         if fields.get("kind") == DELIVERED:
             return Delivered(fence)
+        if fields.get("kind") == DISPATCHED:
+            status = int(fields["status"]) if fields.get("status") else None
+            return Dispatched(fence, fields["outcome"], status, float(fields["latency_ms"]))
         deadline = datetime.fromisoformat(fields["deadline"])
     except (KeyError, ValueError):
         return None

@@ -28,6 +28,7 @@ from actors.errors import NotAuthorisedError, TransitionRejectedError
 from actors.keys import AttemptFence
 from actors.routes.models import RouteSnapshot
 from actors.routes.notices import RECOVERY_KIND, RESUME, START_FRESH
+from actors.routes.profiles import ConcreteProfile
 from actors.store.redis_transcript import RedisTranscript
 from actors.store.transcript import TranscriptMessage
 from tests.actors.conftest import Backend
@@ -171,6 +172,34 @@ def test_a_retry_that_succeeds_leaves_no_notice_when_the_session_idles_or_reload
     run(backend, scenario)
 
 
+def test_a_concrete_profiles_interactive_retries_write_and_retire_through_the_same_path(
+    backend: Backend,
+) -> None:
+    """A task chat on one concrete agent (the built-in interactive policy: 5 retries from
+    5 s): its notice says retry N of 5 on its provider, is reused, and goes with the
+    success."""
+
+    async def scenario(r: Rig) -> None:
+        chat = ConcreteProfile(id="claude", agent="claude-acp", provider="anthropic")
+        await r.service.start("chat", chat, caller="kanban", invocation_id="inv-chat",
+                              task_id=TASK)  # fmt: skip
+        first = await r.fail("chat")
+        assert (first.state, first.retry_ordinal, first.retry_max) == ("retry_wait", 1, 5)
+        [notice] = await r.retrying("chat")
+        assert (notice.metadata["retry_ordinal"], notice.metadata["retry_max"]) == (1, 5)
+        assert notice.metadata["provider"] == "anthropic"
+        assert "retry 1 of 5" in notice.content
+        await r.fire("chat")
+        await r.fail("chat")
+        [again] = await r.retrying("chat")
+        assert (again.id, again.metadata["retry_ordinal"]) == (notice.id, 2)
+        await r.fire("chat")
+        assert (await r.succeed("chat")).state == "active"
+        assert await r.retrying("chat") == []
+
+    run(backend, scenario)
+
+
 def test_attempt_n_plus_1_updates_the_same_notice(backend: Backend) -> None:
     async def scenario(r: Rig) -> None:
         await r.start("s1")
@@ -257,6 +286,35 @@ def test_denied_and_foreign_cancels_are_indistinguishable_and_read_no_retry_stat
         assert len({error[0] for error in errors}) == 1
         assert r.reads == ["s1", "no-such-session", "y"]  # the authoriser's own lookup only
         assert (await r.service.snapshot("s1")).state == "retry_wait"  # untouched
+        assert len(await r.retrying("s1")) == 1
+
+    run(backend, scenario)
+
+
+def test_one_pair_foreign_and_then_denied_gets_the_same_error_and_message(
+    backend: Backend,
+) -> None:
+    """The pair (task-x, s1) before s1 exists (foreign) and once s1 runs task-1 with a
+    notice (denied): the caller cannot tell them apart, and nothing but the authoriser's
+    own lookup is read either time."""
+
+    async def scenario(r: Rig) -> None:
+        caught: list[NotAuthorisedError] = []
+        for prepare in (None, "start"):
+            if prepare == "start":
+                await r.start("s1")
+                await r.fail("s1")
+            r.port.calls.clear()
+            with pytest.raises(NotAuthorisedError) as error:
+                await r.service.cancel_transient_retry("task-x", "s1", "mallory")
+            caught.append(error.value)
+            assert r.port.calls == []  # no notice read
+        foreign, denied = caught
+        assert (type(foreign), str(foreign), foreign.args) == (
+            type(denied), str(denied), denied.args,
+        )  # fmt: skip
+        assert r.reads == ["s1", "s1"]  # the authoriser's own lookup only
+        assert (await r.service.snapshot("s1")).state == "retry_wait"
         assert len(await r.retrying("s1")) == 1
 
     run(backend, scenario)

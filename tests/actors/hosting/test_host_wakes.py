@@ -13,7 +13,13 @@ import pytest
 from actors.hosting.host_wakes import WakeFollower
 from actors.keys import AttemptFence
 from actors.routes.models import RouteSnapshot
-from actors.store.wakes import announce_delivered, announce_waits, last_wake_id
+from actors.store.wakes import (
+    Dispatched,
+    announce_delivered,
+    announce_dispatched,
+    announce_waits,
+    last_wake_id,
+)
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import T0
 
@@ -58,6 +64,34 @@ def test_the_follower_arms_waits_hands_on_deliveries_and_says_when_it_took_them(
             await follower.aclose()
             await client.aclose()
         assert not follower.following
+
+    asyncio.run(scenario())
+
+
+def test_the_follower_hands_a_dispatcher_calls_facts_to_the_hosts_metrics(
+    fake_backend: Backend,
+) -> None:
+    async def scenario() -> None:
+        client = fake_backend.raw()
+        seen: list[Dispatched] = []
+
+        async def nothing(attempts: Sequence[AttemptFence]) -> None:
+            raise AssertionError(f"no delivery was announced: {attempts}")
+
+        follower = WakeFollower(
+            client, fake_backend.keys, HOST, arm=lambda f, d: None, delivered=nothing,
+            dispatched=seen.append,
+        )  # fmt: skip
+        call = Dispatched(AttemptFence("r1", 1, 2), "failed", 500, 31.0)
+        try:
+            follower.start(await last_wake_id(client, fake_backend.keys, HOST))
+            await announce_dispatched(client, fake_backend.keys, HOST, [call])
+            last = await last_wake_id(client, fake_backend.keys, HOST)
+            await asyncio.wait_for(follower.followed(last), TIMEOUT_S)
+            assert seen == [call]
+        finally:
+            await follower.aclose()
+            await client.aclose()
 
     asyncio.run(scenario())
 

@@ -33,6 +33,8 @@ EXPECTED = (
     "ray_recovery_route_batch_size",
     "ray_recovery_route_pending_timers",
     "ray_recovery_route_rejections_total",
+    "ray_recovery_notices_total",
+    "ray_recovery_notice_guards",
 )
 
 
@@ -52,7 +54,8 @@ def test_route_metrics_are_exported_on_rays_prometheus_endpoint(
     policy = profile(candidate("claude", transient=retries(3, 60, Outcome.SKIP)))
 
     async def scenario() -> str:
-        await route.start(policy, caller="kanban", invocation_id="inv-1")
+        # a task chat: the failure writes the session's retry notice
+        await route.start(policy, caller="kanban", invocation_id="inv-1", task_id="task-m")
         await route.report_failure(1, overloaded(), safe_turn(), caller="kanban",
                                    invocation_id="inv-1")  # fmt: skip
         with pytest.raises(StaleGenerationError):
@@ -70,3 +73,7 @@ def test_route_metrics_are_exported_on_rays_prometheus_endpoint(
     assert any('state="retry_wait"' in line for line in states), states
     rejected = samples(text, "ray_recovery_route_rejections_total{")
     assert any('reason="StaleGenerationError"' in line for line in rejected), rejected
+    notices = samples(text, "ray_recovery_notices_total{")
+    assert any('outcome="written"' in line for line in notices), notices
+    guards = samples(text, "ray_recovery_notice_guards{")
+    assert any(line.endswith(" 1.0") for line in guards), guards  # the session's guard

@@ -5,6 +5,7 @@ another status. Each outcome's ledger entry and route (integration tier)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -18,6 +19,7 @@ from actors.engine.settings import SETTINGS_ENV, EngineSettings
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.webhook import KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, WEBHOOK
 from actors.keys import AttemptFence
+from actors.store.wakes import Dispatched, next_wakes
 from tests.actors.jobs.test_dispatch_not_dispatched import Rig, fire, retrying_after
 from tests.actors.jobs.test_dispatch_not_dispatched import rig as rig  # noqa: PLC0414 - the fixture, by name
 from tests.actors.route_scenarios import seed_profile
@@ -27,6 +29,7 @@ from tests.secret_shapes import SHAPE_BY_NAME
 pytestmark = pytest.mark.integration
 
 SECRET = "webhook-test-secret-0123456789"
+HOST = "host-0"
 Point = Callable[..., None]
 
 
@@ -98,6 +101,40 @@ def test_not_now_with_a_hint_is_redelivered_once_after_it_with_the_same_key(
     after = rig.route()
     assert (after.state, after.cycle) == ("retrying", fired.cycle), "the budget is untouched"
     assert (entry(rig)["outcome"], entry(rig)["status"]) == ("delivered", "200")
+
+
+def test_each_calls_outcome_status_and_latency_are_announced_to_the_owning_host(
+    rig: Rig, webhook_to: Point
+) -> None:
+    """The dispatch runs outside Ray: the owning host learns each webhook call's outcome,
+    status and latency from its wake stream, and exports them as metrics."""
+    retrying_after(rig, seed_profile())
+    with receiving("not_now", "server_error", retry_after="1") as receiver:
+        webhook_to(receiver.url)
+        rig.dispatch(WEBHOOK, host_id=HOST)
+        fire(rig)
+        rig.dispatch(WEBHOOK, host_id=HOST)
+    calls = announced(rig, HOST)
+    assert [(c.fence, c.outcome, c.status) for c in calls] == [
+        (AttemptFence("route-nd-1", 1, 1), "not_dispatched", 503),
+        (AttemptFence("route-nd-1", 1, 1), "failed", 500),
+    ]
+    assert all(call.latency_ms > 0 for call in calls)
+    assert announced(rig, "host-without-routes") == []
+
+
+def announced(rig: Rig, host_id: str) -> list[Dispatched]:
+    """The dispatcher calls announced on the host's wake stream."""
+
+    async def read() -> list[Dispatched]:
+        client = rig.backend.raw()
+        try:
+            _after, wakes = await next_wakes(client, rig.backend.keys, host_id, "0-0", block_ms=1)
+        finally:
+            await client.aclose()
+        return [wake for wake in wakes if isinstance(wake, Dispatched)]
+
+    return asyncio.run(read())
 
 
 def test_a_refused_connection_sent_nothing(rig: Rig, webhook_to: Point) -> None:

@@ -85,6 +85,30 @@ def skipping(routes: MemoryRoutes) -> RouteSnapshot:
     return fail(routes, out_of_credits())
 
 
+def resetting(routes: MemoryRoutes) -> RouteSnapshot:
+    started(routes)
+    return fail(routes, usage_limit(RESET_SOON))
+
+
+def reset_retrying(routes: MemoryRoutes) -> RouteSnapshot:
+    resetting(routes)
+    return fire(routes)
+
+
+def two_candidates(routes: MemoryRoutes) -> RouteSnapshot:
+    """Retried once on claude, then skipped to codex; codex's failures stop."""
+    claude = candidate("claude", transient=retries(1, 1, Outcome.SKIP))
+    codex = candidate("codex", transient=retries(1, 1, Outcome.STOP))
+    return routes.run(R, Start(profile(claude, codex), "kanban", "inv-1"))
+
+
+def bounded(routes: MemoryRoutes) -> RouteSnapshot:
+    """Waiting for a retry that the recovery deadline cut (it stops when it comes)."""
+    deadline = T0 + timedelta(seconds=2)
+    routes.run(R, Start(seed_profile(), "kanban", "inv-1", recovery_deadline=deadline))
+    return fail(routes, overloaded())
+
+
 def steps(*actions: Callable[[MemoryRoutes], object]) -> Setup:
     """A setup that runs `actions` in order: the route as it is after the last."""
 
@@ -159,6 +183,52 @@ TABLE: dict[tuple[str, str], tuple[Setup, str, str]] = {
     ),
     ("action_required", "close"): (
         steps(stopped, then(lambda r: Close(generation(r)))), "closed", "done",
+    ),
+    ("waiting_for_reset", "deadline reached"): (reset_retrying, "retrying", "wait"),
+    ("waiting_for_reset", "retry now"): (
+        steps(resetting, then(lambda r: RetryNow(generation(r)))), "retrying", "wait",
+    ),
+    ("waiting_for_reset", "skip now"): (
+        steps(resetting, then(lambda r: SkipNow(generation(r)))), "active", "run",
+    ),
+    ("waiting_for_reset", "cancel"): (
+        steps(resetting, then(lambda r: CancelWait(generation(r)))), "action_required", "manual",
+    ),
+    ("waiting_for_reset", "stop"): (
+        steps(resetting, then(lambda r: StopRoute(generation(r)))), "action_required", "manual",
+    ),
+    ("waiting_for_reset", "close"): (
+        steps(resetting, then(lambda r: Close(generation(r)))), "closed", "done",
+    ),
+    ("retry_wait", "stop"): (
+        steps(waiting, then(lambda r: StopRoute(generation(r)))), "action_required", "manual",
+    ),
+    ("retry_wait", "close"): (
+        steps(waiting, then(lambda r: Close(generation(r)))), "closed", "done",
+    ),
+    ("retry_wait", "recovery deadline reached"): (
+        steps(bounded, fire), "action_required", "manual",
+    ),
+    ("retrying", "failure: skip"): (
+        steps(two_candidates, lambda r: fail(r, overloaded()), fire,
+              lambda r: fail(r, overloaded())),
+        "active", "run",
+    ),
+    ("retrying", "failure: stop"): (
+        steps(retrying, lambda r: fail(r, unknown_error())), "action_required", "manual",
+    ),
+    ("retrying", "failure: wait for a reset"): (
+        steps(retrying, lambda r: fail(r, usage_limit(RESET_SOON + timedelta(minutes=1)))),
+        "waiting_for_reset", "wait",
+    ),
+    ("retrying", "success after a reset wait"): (
+        steps(reset_retrying, then(lambda r: ReportSuccess(generation(r)))), "active", "done",
+    ),
+    ("retrying", "stop"): (
+        steps(retrying, then(lambda r: StopRoute(generation(r)))), "action_required", "manual",
+    ),
+    ("retrying", "close"): (
+        steps(retrying, then(lambda r: Close(generation(r)))), "closed", "done",
     ),
     ("active", "quarantine"): (
         steps(started, then(lambda _: Quarantine(

@@ -11,8 +11,10 @@ from actors.keys import AttemptFence
 from actors.routes.models import RouteSnapshot
 from actors.store.wakes import (
     Delivered,
+    Dispatched,
     Wake,
     announce_delivered,
+    announce_dispatched,
     announce_waits,
     last_wake_id,
     next_wakes,
@@ -46,6 +48,28 @@ def test_waits_and_deliveries_come_back_in_the_order_they_were_announced(
                 Wake(AttemptFence("r1", 2, 3), T0 + timedelta(seconds=5)),
                 Delivered(AttemptFence("r2", 3, 4)),
             ]
+        finally:
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_dispatcher_calls_outcome_status_and_latency_come_back_as_announced(
+    backend: Backend,
+) -> None:
+    calls = [
+        Dispatched(AttemptFence("r1", 1, 1), "not_dispatched", 503, 12.5),
+        Dispatched(AttemptFence("r1", 1, 1), "delivered", 200, 7.0),
+        Dispatched(AttemptFence("r2", 2, 3), "not_dispatched", None, 0.25),  # refused
+    ]
+
+    async def scenario() -> None:
+        client = backend.raw()
+        try:
+            start = await last_wake_id(client, backend.keys, HOST)
+            await announce_dispatched(client, backend.keys, HOST, calls)
+            _after, wakes = await next_wakes(client, backend.keys, HOST, start, block_ms=1)
+            assert wakes == calls
         finally:
             await client.aclose()
 
