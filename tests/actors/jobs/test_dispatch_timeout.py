@@ -45,8 +45,10 @@ HUNG_DUE_IN_S: Final = 2.0
 HEALTHY_AFTER_S: Final = 2.0  # the healthy routes come due this long after the hung one
 HEALTHY: Final = 10
 # A backstop runs its second + 1 s of grace, and rq schedules in whole seconds (up to 1 s
-# more); another second for a loaded 2-core machine.
-FIRED_WITHIN_S: Final = 3.0
+# more); 2.5 s more for a loaded 2-core machine (3.06 s was seen at load 6). Backstops held
+# up behind the hung call would fire ~6 s late (its 8 s timeout from 2 s before they are
+# due), so the bound still tells the two apart.
+FIRED_WITHIN_S: Final = 4.5
 GUARD_S: Final = 40.0  # a guard against a hang only (the fix: ~TIMEOUT_S + 4 s in all)
 
 
