@@ -5,12 +5,13 @@ version is 409 and changes nothing, a delete is 204 and the profile is gone."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from tests.actors.api.api_rigs import client_of, fake_backend
-from tests.actors.api.payloads import dynamic
+from tests.actors.api.payloads import dynamic, failure, start
 from tests.actors.conftest import unique_keys
 
 
@@ -74,3 +75,67 @@ def test_a_delete_is_204_and_the_profile_is_gone(client: TestClient) -> None:
     assert client.delete("/profiles/fleet?version=1").status_code == 204
     missing = client.get("/profiles/fleet")
     assert (missing.status_code, missing.json()["error"]) == (404, "profile_not_found")
+
+
+def stopping(*ids: str) -> dict[str, Any]:
+    """A dynamic profile whose candidates stop at their first failure of either class."""
+    profile = dynamic(*ids)
+    for candidate in profile["candidates"]:
+        for name in ("transient", "hard"):
+            candidate[name] = {**candidate[name], "on_exhausted": "stop",
+                               "retry": {"enabled": False, "max_retries": 0,
+                                         "initial_interval_seconds": 0}}  # fmt: skip
+    return profile
+
+
+def test_a_route_started_by_profile_id_decides_with_its_current_version(
+    client: TestClient,
+) -> None:
+    client.post("/profiles", json={"id": "fleet", "profile": dynamic("claude", "codex")})
+    body = {**start(), "profile": None, "profile_id": "fleet"}
+    started = client.post("/routes/f-1/start", json=body)
+    assert started.status_code == 200, started.text
+    assert (started.json()["profile_id"], started.json()["profile_version"]) == ("fleet", 1)
+    assert started.json()["candidate_id"] == "claude"
+    edited = client.put("/profiles/fleet", json={"version": 1, "profile": stopping("claude")})
+    assert edited.json()["version"] == 2
+    stopped = client.post("/routes/f-1/failure", json=failure(1))
+    assert stopped.status_code == 200, stopped.text
+    assert (stopped.json()["state"], stopped.json()["profile_version"]) == ("action_required", 2)
+    history = client.get("/routes/f-1/history").json()
+    assert [(r["decision"], r["profile_id"], r["profile_version"]) for r in history] == [
+        ("start", "fleet", 1), ("stop", "fleet", 2),
+    ]  # fmt: skip
+
+
+def test_a_route_command_on_a_profile_that_is_gone_is_409_naming_it_and_changes_nothing(
+    client: TestClient,
+) -> None:
+    missing = client.post("/routes/f-1/start", json={**start(), "profile": None,
+                                                     "profile_id": "nowhere"})  # fmt: skip
+    assert (missing.status_code, missing.json()["error"]) == (409, "profile_not_found")
+    assert "'nowhere'" in missing.json()["message"]
+    assert client.get("/routes/f-1").json()["state"] == "none"
+    client.post("/profiles", json={"id": "fleet", "profile": stopping("claude")})
+    client.post("/routes/f-1/start", json={**start(), "profile": None, "profile_id": "fleet"})
+    client.post("/routes/f-1/failure", json=failure(1))
+    before = client.get("/routes/f-1").json()
+    assert before["state"] == "action_required"
+    client.delete("/profiles/fleet")
+    for action in ("resume", "start-fresh"):
+        refused = client.post(f"/routes/f-1/actions/{action}", json={"generation": 1})
+        assert (refused.status_code, refused.json()["error"]) == (409, "profile_not_found")
+    assert client.get("/routes/f-1").json() == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [({"profile_id": "fleet"}, "profile_id"), ({"profile": None}, "profile")],
+)
+def test_a_start_takes_exactly_one_of_profile_and_profile_id(
+    client: TestClient, extra: dict[str, Any], field: str
+) -> None:
+    answer = client.post("/routes/f-1/start", json={**start(dynamic("claude")), **extra})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["errors"][0]["field"] == field
+    assert client.get("/routes/f-1").json()["state"] == "none"
