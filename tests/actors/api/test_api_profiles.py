@@ -1,16 +1,20 @@
 """`/profiles…` over HTTP on the profile store (fakeredis, no Ray): create answers the
 normalised document, a bad field is 422 addressed under `profile`, an edit on a stale
-version is 409 and changes nothing, a delete is 204 and the profile is gone."""
+version is 409 and changes nothing, a delete is 204 and the profile is gone; edits are
+authorised for the token's principal; a stored document that cannot be decided from is
+409 and starts no route; a route started by profile id follows its current version."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+import fakeredis
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.actors.api.api_rigs import client_of, fake_backend
+from actors.api import Tokens
+from tests.actors.api.api_rigs import OTHER_TOKEN, PRINCIPALS, TOKEN, client_of, fake_backend
 from tests.actors.api.payloads import dynamic, failure, start
 from tests.actors.conftest import unique_keys
 
@@ -139,3 +143,66 @@ def test_a_start_takes_exactly_one_of_profile_and_profile_id(
     assert answer.status_code == 422, answer.text
     assert answer.json()["errors"][0]["field"] == field
     assert client.get("/routes/f-1").json()["state"] == "none"
+
+
+class OnlyBob:
+    """An authoriser that lets `bob` edit profiles and records whom it was asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str, str | None]] = []
+
+    async def authorise_profile_edit(
+        self, action: str, profile_id: str, principal: str | None
+    ) -> bool:
+        self.asked.append((action, profile_id, principal))
+        return principal == "bob"
+
+
+def test_an_edit_is_authorised_for_the_tokens_principal_and_a_refusal_writes_nothing() -> None:
+    authoriser = OnlyBob()
+    backend = fake_backend(unique_keys(), authoriser=authoriser)
+    with client_of(backend, tokens=Tokens.of(PRINCIPALS)) as client:
+        alice, bob = ({"Authorization": f"Bearer {token}"} for token in (TOKEN, OTHER_TOKEN))
+        body = {"id": "fleet", "profile": dynamic("claude")}
+        refused = client.post("/profiles", json=body, headers=alice)
+        assert (refused.status_code, refused.json()["error"]) == (403, "not_authorised")
+        assert client.get("/profiles/fleet", headers=alice).status_code == 404
+        assert client.post("/profiles", json=body, headers=bob).status_code == 201
+        changed = {"version": 1, "profile": dynamic("codex")}
+        assert client.put("/profiles/fleet", json=changed, headers=alice).status_code == 403
+        assert client.delete("/profiles/fleet", headers=alice).status_code == 403
+        assert client.get("/profiles/fleet", headers=alice).json()["version"] == 1
+    assert authoriser.asked == [
+        ("create", "fleet", "alice"), ("create", "fleet", "bob"), ("update", "fleet", "alice"),
+        ("delete", "fleet", "alice"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        '{"version": 1, "candidates": [{"id": "claude", "agent": "claude-acp",'
+        ' "rules": {"on_provider_error": "try_next"}}]}',
+        "{not json",
+    ],
+    ids=["legacy", "not-json"],
+)
+def test_a_stored_document_that_cannot_be_decided_from_is_409_and_authorises_no_route(
+    document: str,
+) -> None:
+    server, keys = fakeredis.FakeServer(), unique_keys()
+    with client_of(fake_backend(keys, server=server)) as client:
+        client.post("/profiles", json={"id": "fleet", "profile": dynamic("claude")})
+        raw = fakeredis.FakeRedis(server=server, decode_responses=True)
+        raw.hset(keys.profile("fleet"), "document", document)  # written around the store
+        read = client.get("/profiles/fleet")
+        assert (read.status_code, read.json()["error"]) == (409, "invalid_stored_profile")
+        assert "write it again" in read.json()["message"]
+        listed = client.get("/profiles").json()
+        assert listed["profiles"] == []
+        assert [item["profile_id"] for item in listed["unreadable"]] == ["fleet"]
+        body = {**start(), "profile": None, "profile_id": "fleet"}
+        refused = client.post("/routes/f-1/start", json=body)
+        assert (refused.status_code, refused.json()["error"]) == (409, "invalid_stored_profile")
+        assert client.get("/routes/f-1").json()["state"] == "none"
+        assert raw.hget(keys.profile("fleet"), "document") == document  # never normalised
