@@ -96,6 +96,11 @@ def test_the_desktop_editor_creates_validates_saves_and_reloads_a_profile(
     set_number(first, "transient.retry.max_retries", 11)
     set_number(first, "transient.retry.initial_interval_seconds", 3601)
     set_number(first, "hard.wait_for_reset.max_wait_seconds", 604801)
+    for path, message in LIMIT_MESSAGES.items():  # inline first, in the backend's words
+        shown = first.locator(f'[data-error-for="{path}"]')
+        expect(shown).to_have_text(message)
+        expect(shown).to_have_attribute("data-source", "browser")
+    expect(transient).to_have_text("Transient errors: fix the values above to see the schedule")
     page.get_by_role("button", name="Save profile").click()
     expect(page.locator("#status")).to_contain_text("Not saved")
     for path, message in LIMIT_MESSAGES.items():
