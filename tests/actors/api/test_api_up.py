@@ -24,7 +24,7 @@ from actors.jobs.workers import PROJECT_ROOT
 from actors.keys import KeySpace
 from actors.routes.models import RouteSnapshot
 from actors.store.sync_reads import read_history, read_route
-from tests.actors.api.payloads import failure, start
+from tests.actors.api.payloads import dynamic, failure, start
 from tests.actors.cli.test_cli_up import RunningUp, up_environment
 from tests.actors.conftest import _delete_prefix, unique_keys
 from tests.actors.metrics_scrape import SCRAPE_EVERY_S, samples
@@ -142,6 +142,23 @@ def test_a_stale_generation_is_409_with_the_snapshot(api: LiveApi) -> None:
     assert problem["error"] == "stale_generation"
     assert RouteSnapshot.model_validate(problem["snapshot"]) == before[0]
     assert api.stored("curl-409") == before
+
+
+@pytest.mark.skipif(CURL is None, reason="needs curl")
+def test_a_route_started_by_a_stored_profiles_id_follows_it_through_the_hosts(
+    api: LiveApi,
+) -> None:
+    by_id = {**start(), "profile": None, "profile_id": "up-followed"}
+    status, problem = api.curl("POST", "/routes/curl-by-id/start", by_id)
+    assert (status, problem["error"]) == (409, "profile_not_found"), problem
+    assert api.stored("curl-by-id") == (RouteSnapshot.absent("curl-by-id"), 0)
+    profile = dynamic("claude-by-id")
+    status, _ = api.curl("POST", "/profiles", {"id": "up-followed", "profile": profile})
+    assert status == 201
+    status, started = api.curl("POST", "/routes/curl-by-id/start", by_id)
+    assert status == 200, started
+    assert (started["profile_id"], started["profile_version"]) == ("up-followed", 1)
+    assert started["candidate_id"] == "claude-by-id"
 
 
 @pytest.mark.skipif(CURL is None, reason="needs curl")
