@@ -49,10 +49,10 @@ class RouteApi(Protocol):
     """The route API the HTTP API drives: RouteHandle's (actors/hosting/handle.py)."""
 
     async def start(
-        self, profile: RouteProfile, *, caller: str, invocation_id: str,
+        self, profile: RouteProfile | None = None, *, caller: str, invocation_id: str,
         provider_session_id: str | None = None, request_id: str | None = None,
         task_id: str | None = None, utility: bool = False,
-        recovery_deadline: datetime | None = None,
+        recovery_deadline: datetime | None = None, profile_id: str | None = None,
     ) -> RouteSnapshot: ...  # fmt: skip
 
     async def report_failure(
@@ -89,6 +89,7 @@ class RouteApi(Protocol):
     async def start_fresh(
         self, expected_generation: int, profile: RouteProfile | None = None, *,
         request_id: str | None = None, recovery_deadline: datetime | None = None,
+        profile_id: str | None = None,
     ) -> RouteSnapshot: ...  # fmt: skip
 
     async def close(

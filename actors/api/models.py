@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainValidator
 
-from actors.keys import REQUEST_ID_PATTERN, ROUTE_ID_PATTERN
+from actors.keys import PROFILE_ID_PATTERN, REQUEST_ID_PATTERN, ROUTE_ID_PATTERN
 from actors.routes.models import RouteSnapshot, ScheduleEntry
 from actors.routes.profiles import ConcreteProfile
 from actors.store.transcript import TranscriptMessage
@@ -64,12 +64,21 @@ JsonObject = Annotated[dict[str, Any], documented_as(dict[str, Any])]
 """Any JSON object, read by the project's own parser (legacy rules, a policy to check)."""
 
 
+PROFILE_ID_DESCRIPTION: Final = (
+    "A stored profile's id (POST /profiles), instead of `profile`: the route follows that "
+    "profile, deciding with its current version at each decision."
+)
+ProfileIdText = Annotated[str, Field(pattern=f"^{PROFILE_ID_PATTERN}$")]
+
+
 class StartRequest(BaseModel):
-    """`POST /routes/{id}/start`: RouteHandle.start's arguments."""
+    """`POST /routes/{id}/start`: RouteHandle.start's arguments (exactly one of `profile`
+    and `profile_id`)."""
 
     model_config = _REQUEST
 
-    profile: ProfileJson = Field(description=PROFILE_DESCRIPTION)
+    profile: ProfileJson | None = Field(default=None, description=PROFILE_DESCRIPTION)
+    profile_id: ProfileIdText | None = Field(default=None, description=PROFILE_ID_DESCRIPTION)
     caller: RouteIdText
     invocation_id: LabelText
     provider_session_id: LabelText | None = None
@@ -107,9 +116,11 @@ class GenerationRequest(BaseModel):
 
 class ActionRequest(GenerationRequest):
     """A manual action: the expected generation; a Start fresh may give a new `profile`
-    (absent: the route's own) and a new `recovery_deadline` (absent: the route's)."""
+    or a stored one's `profile_id` (neither: the route's own) and a new
+    `recovery_deadline` (absent: the route's)."""
 
     profile: ProfileJson | None = Field(default=None, description=PROFILE_DESCRIPTION)
+    profile_id: ProfileIdText | None = Field(default=None, description=PROFILE_ID_DESCRIPTION)
     recovery_deadline: AwareDatetime | None = None
 
 

@@ -37,6 +37,7 @@ from actors.errors import (
     error_text,
 )
 from actors.routes.models import RouteSnapshot
+from actors.routes.profile_errors import InvalidStoredProfileError, ProfileNotFoundError
 from catalogue.boundary import InvalidClassificationError
 from catalogue.sanitize import sanitize
 from policy.errors import PolicyError
@@ -198,6 +199,10 @@ REFUSALS: Final[tuple[tuple[type[Exception] | tuple[type[Exception], ...], int, 
     ((CorruptRouteError, CorruptProfileError), 409, "corrupt_route"),
     (NotAuthorisedError, 403, "not_authorised"),
     (StoreUnavailableError, 503, "store_unavailable"),
+    # A route command on a stored profile that cannot decide it (deleted, or a legacy or
+    # invalid document): refused without effect, the message saying what to do.
+    (ProfileNotFoundError, 409, "profile_not_found"),
+    (InvalidStoredProfileError, 409, "invalid_stored_profile"),
 )
 
 

@@ -52,6 +52,8 @@ T = TypeVar("T")
 DEFAULT_PAGE: Final = 100
 MAX_PAGE: Final = 1000
 ROUTE_ID: Final = f"^{ROUTE_ID_PATTERN}$"
+FRESH_ONLY: Final = ("profile", "profile_id", "recovery_deadline")
+"""The fields of an action body that only a start-fresh takes."""
 
 RouteIdParam = Annotated[
     str, Path(pattern=ROUTE_ID, description="the route (the orchestrator's session id)")
@@ -112,14 +114,16 @@ def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
     async def start(
         request: Request, route_id: RouteIdParam, body: StartRequest, key: IdempotencyKey = None
     ) -> Response:
-        """A new route on the profile's first eligible candidate, generation 1."""
+        """A new route on the first eligible candidate of `profile`, or of the stored
+        profile `profile_id`, which the route then follows (its current version decides
+        each step); generation 1."""
         route = _route(backend(request), route_id)
-        profile = profile_of(body.profile, "profile")
+        profile = _chosen_profile(body.profile, body.profile_id, required=True)
         return as_json(await answer(route, route.start(
             profile, caller=body.caller, invocation_id=body.invocation_id,
             provider_session_id=body.provider_session_id, request_id=key,
             task_id=body.task_id, utility=body.utility,
-            recovery_deadline=body.recovery_deadline,
+            recovery_deadline=body.recovery_deadline, profile_id=body.profile_id,
         )))  # fmt: skip
 
     @router.post("/routes/{route_id}/failure", response_model=RouteSnapshot)
@@ -153,10 +157,11 @@ def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
     ) -> Response:  # fmt: skip
         """A manual action at the expected generation (docs/CONTRACTS.md, Routes)."""
         route = _route(backend(request), route_id)
-        if action != "start-fresh" and (body.profile is not None or body.recovery_deadline):
-            field = "profile" if body.profile is not None else "recovery_deadline"
-            raise invalid([ProblemField(field=field, location="body",
-                                        message="only a start-fresh takes it")])  # fmt: skip
+        if action != "start-fresh":
+            given = [name for name in FRESH_ONLY if getattr(body, name) is not None]
+            if given:
+                raise invalid([ProblemField(field=given[0], location="body",
+                                            message="only a start-fresh takes it")])  # fmt: skip
         return as_json(await answer(route, _action(route, action, body, key)))
 
     return router
@@ -166,10 +171,11 @@ def _action(
     route: RouteApi, action: str, body: ActionRequest, key: str | None
 ) -> Awaitable[RouteSnapshot]:
     if action == "start-fresh":
-        profile = None if body.profile is None else profile_of(body.profile, "profile")
+        profile = _chosen_profile(body.profile, body.profile_id, required=False)
         return route.start_fresh(
-            body.generation, profile, request_id=key, recovery_deadline=body.recovery_deadline
-        )
+            body.generation, profile, request_id=key, recovery_deadline=body.recovery_deadline,
+            profile_id=body.profile_id,
+        )  # fmt: skip
     command: Callable[..., Awaitable[RouteSnapshot]] = {
         "retry-now": route.retry_now, "skip": route.skip_now, "cancel": route.cancel_wait,
         "stop": route.stop, "resume": route.resume, "close": route.close,
@@ -207,6 +213,24 @@ def profile_of(data: dict[str, Any], field: str) -> RouteProfile:
         return parse_profile(data)
     except PolicyError as error:
         raise from_policy(error, field) from None
+
+
+def _chosen_profile(
+    data: dict[str, Any] | None, profile_id: str | None, *, required: bool
+) -> RouteProfile | None:
+    """The inline profile of a start (or a start fresh), parsed; None when the stored
+    profile `profile_id` is named instead. 422 when both are given, or (`required`)
+    neither."""
+    if data is not None and profile_id is not None:
+        both = "give profile or profile_id, not both"
+        raise invalid([ProblemField(field="profile_id", location="body", message=both,
+                                    value=profile_id)])  # fmt: skip
+    if data is None:
+        if required and profile_id is None:
+            neither = "missing: give profile or profile_id"
+            raise invalid([ProblemField(field="profile", location="body", message=neither)])
+        return None
+    return profile_of(data, "profile")
 
 
 def _joined(field: str, loc: tuple[int | str, ...]) -> str:

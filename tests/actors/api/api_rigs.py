@@ -19,7 +19,7 @@ from redis.asyncio import Redis as AsyncRedis
 from actors.api import ApiBackend, Tokens, create_app
 from actors.api.metrics import RequestMetrics
 from actors.clock import Clock, SystemClock
-from actors.engine.authorisers import RecordedTaskAuthoriser
+from actors.engine.authorisers import ProfileEditAuthoriser, RecordedTaskAuthoriser
 from actors.engine.notice_lifecycle import CancelOutcome
 from actors.engine.notice_setup import route_notices
 from actors.engine.profile_edits import ProfileEditor
@@ -91,19 +91,23 @@ class ServiceRoutes:
 
 class StoreProfiles:
     """The profile store as RuntimeProfiles serves it: a store on a client of its own per
-    call (any loop may call it), edits authorised by the default authoriser."""
+    call (any loop may call it), edits authorised by `authoriser` (None: the default)."""
 
-    def __init__(self, connect: Callable[[], AsyncRedis], keys: KeySpace, clock: Clock) -> None:
+    def __init__(
+        self, connect: Callable[[], AsyncRedis], keys: KeySpace, clock: Clock,
+        authoriser: ProfileEditAuthoriser | None = None,
+    ) -> None:  # fmt: skip
         self._connect = connect
         self._keys = keys
         self._clock = clock
+        self._authoriser = authoriser or RecordedTaskAuthoriser(_no_task)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         async def call(*args: Any, **options: Any) -> Any:
             store = ProfileStore(self._connect(), clock=self._clock, keys=self._keys,
                                  owns_client=True)  # fmt: skip
             async with store:
-                editor = ProfileEditor(store, RecordedTaskAuthoriser(_no_task))
+                editor = ProfileEditor(store, self._authoriser)
                 return await getattr(editor, name)(*args, **options)
 
         return call
@@ -114,11 +118,13 @@ async def _no_task(_session_id: str) -> str | None:
 
 
 def fake_backend(
-    keys: KeySpace, clock: Clock | None = None, server: fakeredis.FakeServer | None = None
-) -> ApiBackend:
+    keys: KeySpace, clock: Clock | None = None, server: fakeredis.FakeServer | None = None,
+    authoriser: ProfileEditAuthoriser | None = None,
+) -> ApiBackend:  # fmt: skip
     """The API's backend on one fakeredis server (`server`, else a new one): route
     commands through RouteService, listings through the read helpers on a blocking
-    client of the same server."""
+    client of the same server; profile edits authorised by `authoriser` (None: the
+    default authoriser)."""
     server = server or fakeredis.FakeServer()
 
     def connect(_size: int = 1, _timeout_s: float = 5.0) -> AsyncRedis:
@@ -126,7 +132,7 @@ def fake_backend(
 
     routes = ServiceRoutes(connect, keys, clock or SystemClock())
     listing = fakeredis.FakeRedis(server=server, decode_responses=True)
-    profiles = StoreProfiles(connect, keys, clock or SystemClock())
+    profiles = StoreProfiles(connect, keys, clock or SystemClock(), authoriser)
     return ApiBackend(routes=routes, keys=keys, listing=listing, connect=connect, profiles=profiles)
 
 

@@ -33,7 +33,8 @@ WRONG = [{}, {"Authorization": "Bearer not-the-token-at-all-123"}, {"Authorizati
     [("GET", "/routes", None), ("GET", "/routes/s-1", None),
      ("POST", "/routes/s-1/start", start()), ("GET", "/schedules", None),
      ("GET", "/circuits", None), ("GET", "/events", None), ("POST", "/classify", {}),
-     ("GET", "/no/such/path", None)],
+     ("GET", "/profiles", None), ("PUT", "/profiles/fleet", {"version": 1, "profile": {}}),
+     ("DELETE", "/profiles/fleet", None), ("GET", "/no/such/path", None)],
 )  # fmt: skip
 def test_without_or_with_a_wrong_token_a_request_is_401_and_nothing_is_read(
     headers: dict[str, str], method: str, path: str, body: object

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,7 +24,7 @@ from actors.jobs.workers import PROJECT_ROOT
 from actors.keys import KeySpace
 from actors.routes.models import RouteSnapshot
 from actors.store.sync_reads import read_history, read_route
-from tests.actors.api.payloads import failure, start
+from tests.actors.api.payloads import dynamic, failure, start
 from tests.actors.cli.test_cli_up import RunningUp, up_environment
 from tests.actors.conftest import _delete_prefix, unique_keys
 from tests.actors.metrics_scrape import SCRAPE_EVERY_S, samples
@@ -38,6 +38,8 @@ CURL_TIMEOUT_S: Final = 30
 START_TIMEOUT_S: Final = 180.0  # a local Ray and two hosts: ~10 s here, ~40 s when loaded
 METRICS_TIMEOUT_S: Final = 60.0
 NODE = shutil.which("node")
+Event = tuple[str, str, Any]
+"""One Server-Sent Event read: its id (the cursor), its name and its data."""
 CURL = shutil.which("curl")
 
 
@@ -143,6 +145,23 @@ def test_a_stale_generation_is_409_with_the_snapshot(api: LiveApi) -> None:
 
 
 @pytest.mark.skipif(CURL is None, reason="needs curl")
+def test_a_route_started_by_a_stored_profiles_id_follows_it_through_the_hosts(
+    api: LiveApi,
+) -> None:
+    by_id = {**start(), "profile": None, "profile_id": "up-followed"}
+    status, problem = api.curl("POST", "/routes/curl-by-id/start", by_id)
+    assert (status, problem["error"]) == (409, "profile_not_found"), problem
+    assert api.stored("curl-by-id") == (RouteSnapshot.absent("curl-by-id"), 0)
+    profile = dynamic("claude-by-id")
+    status, _ = api.curl("POST", "/profiles", {"id": "up-followed", "profile": profile})
+    assert status == 201
+    status, started = api.curl("POST", "/routes/curl-by-id/start", by_id)
+    assert status == 200, started
+    assert (started["profile_id"], started["profile_version"]) == ("up-followed", 1)
+    assert started["candidate_id"] == "claude-by-id"
+
+
+@pytest.mark.skipif(CURL is None, reason="needs curl")
 def test_a_bad_field_is_422_naming_the_field_and_the_value(api: LiveApi) -> None:
     status, problem = api.curl("POST", "/routes/curl-422/start", {**start(), "caller": "a b"})
     assert status == 422
@@ -215,6 +234,57 @@ def test_events_stream_and_resume_after_the_last_event_id(api: LiveApi) -> None:
     resumed = read_events(api, first[0][0], 2, "sse-1")
     assert [event["cause"] for _, event in resumed] == ["report_failure", "stop"]
     assert resumed[0][1] == first[1][1]
+
+
+def test_events_carry_the_transcript_too_and_resume_after_a_notice_id(api: LiveApi) -> None:
+    """A notice's change is an event of its own on the same stream, and its id resumes
+    the stream on both streams at once: the notice written is not read again, its deletion
+    and the route's next transition are."""
+    api.curl("POST", "/routes/sse-2/start", {**start(account="sse-2"), "task_id": "task-2"})
+    api.curl("POST", "/routes/sse-2/failure", failure(1))
+    first = read_session_events(api, "0-0,0-0", "sse-2", lambda seen: any(
+        name == "session.message.updated" for _, name, _ in seen))  # fmt: skip
+    assert [name for _, name, _ in first] == [
+        "route.transition", "route.transition", "session.message.updated",
+    ]  # fmt: skip
+    notice_id, _, notice = first[-1]
+    assert (notice["message"]["metadata"]["retrying"], notice["task_id"]) == (True, "task-2")
+    api.curl("POST", "/routes/sse-2/actions/stop", {"generation": 1})
+    resumed = read_session_events(api, notice_id, "sse-2", lambda seen: len(seen) == 2)
+    assert sorted(name for _, name, _ in resumed) == [
+        "route.transition", "session.message.deleted",
+    ]  # fmt: skip
+    [deleted] = [data for _, name, data in resumed if name == "session.message.deleted"]
+    assert deleted["message_id"] == notice["message_id"]
+    [stopped] = [data for _, name, data in resumed if name == "route.transition"]
+    assert stopped["cause"] == "stop"
+
+
+def read_session_events(
+    api: LiveApi, last_id: str, session: str, enough: Callable[[list[Event]], bool]
+) -> list[Event]:
+    """The session's route and transcript events after `last_id` (id, name, data), read
+    until `enough` of them are seen."""
+    answer = stream(api.url, last_id)
+    found: list[Event] = []
+    try:
+        event_id, name = "", ""
+        while not enough(found):
+            raw = answer.readline()
+            assert raw, f"the stream ended after {found}"
+            line = raw.decode().rstrip("\n")
+            assert not line.startswith("event: error"), answer.readline()
+            if line.startswith("id: "):
+                event_id = line[4:]
+            elif line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data = json.loads(line[6:])
+                if session in (data.get("route_id"), data.get("session_id")):
+                    found.append((event_id, name, data))
+    finally:
+        answer.close()
+    return found
 
 
 def stream(url: str, last_id: str) -> http.client.HTTPResponse:

@@ -96,6 +96,11 @@ def test_the_desktop_editor_creates_validates_saves_and_reloads_a_profile(
     set_number(first, "transient.retry.max_retries", 11)
     set_number(first, "transient.retry.initial_interval_seconds", 3601)
     set_number(first, "hard.wait_for_reset.max_wait_seconds", 604801)
+    for path, message in LIMIT_MESSAGES.items():  # inline first, in the backend's words
+        shown = first.locator(f'[data-error-for="{path}"]')
+        expect(shown).to_have_text(message)
+        expect(shown).to_have_attribute("data-source", "browser")
+    expect(transient).to_have_text("Transient errors: fix the values above to see the schedule")
     page.get_by_role("button", name="Save profile").click()
     expect(page.locator("#status")).to_contain_text("Not saved")
     for path, message in LIMIT_MESSAGES.items():
@@ -192,6 +197,13 @@ def test_the_phone_editor_is_one_column_without_overflow_with_44px_controls(
     expect(first.locator('[data-schedule="transient"]')).to_have_text(
         "Transient errors: retry 2× after 10 s, 20 s; then skip to codex"
     )
+    outcome = '[data-field="transient.on_exhausted"][value="{}"]'
+    first.locator(outcome.format("stop")).tap()  # the outcome's picker, by touch
+    expect(first.locator('[data-schedule="transient"]')).to_have_text(
+        "Transient errors: retry 2× after 10 s, 20 s; then stop for manual recovery"
+    )
+    first.locator(outcome.format("skip")).tap()
+    expect(first.locator('[data-schedule="transient"]')).to_contain_text("then skip to codex")
     set_number(first, "transient.retry.max_retries", 0)
     page.get_by_role("button", name="Save profile").tap()
     expect(first.locator('[data-error-for="transient.retry.max_retries"]')).to_have_text(

@@ -172,3 +172,22 @@ def test_a_write_by_cookie_needs_the_consoles_header_and_its_own_origin(
     bearer = {"Authorization": f"Bearer {TOKEN}"}  # a bearer token needs no such header
     assert guarded.put("/profiles/fleet", json={"version": 1, "profile": dynamic("x")},
                        headers=bearer).status_code == 200  # fmt: skip
+
+
+def test_every_page_loads_its_scripts_and_styles_from_the_app_itself(client: TestClient) -> None:
+    """Nothing is fetched from a CDN or any other host at run time: every script and
+    stylesheet a page names is one of the console's own static files, which are served."""
+    client.post("/profiles", json={"id": "fleet", "profile": dynamic("claude")})
+    client.post("/routes/r-1/start", json=start(dynamic("claude")))
+    pages = ["/console/", "/console/routes/r-1", "/console/circuits", "/console/profiles",
+             "/console/profiles/new", "/console/profiles/fleet", "/console/login"]  # fmt: skip
+    for path in pages:
+        html = client.get(path).text
+        assert not re.search(r'(src|href)="(https?:)?//', html), path
+        assets = re.findall(r'<(?:script|link)[^>]*(?:src|href)="([^"]+)"', html)
+        assert assets, path
+        for asset in assets:
+            assert asset.startswith("/console/static/"), (path, asset)
+            assert client.get(asset).status_code == 200, asset
+    listed = client.get("/console/profiles").text
+    assert 'href="/console/profiles/fleet"' in listed  # the stored profiles, each a link

@@ -7,10 +7,11 @@ when the notice is deleted; circuits with their last hour as a chart."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -19,7 +20,7 @@ from redis.asyncio import Redis as AsyncRedis
 from actors.routes.circuit_models import CloseCircuit
 from actors.store.circuit_store import CircuitStore
 from tests.actors.api.console.conftest import LiveConsole, logged_in, screenshot
-from tests.actors.api.payloads import dynamic, failure, start
+from tests.actors.api.payloads import dynamic, failure, overloaded, start
 from tests.actors.circuit_fixtures import OTHER, RESOURCE, hard
 
 pytestmark = pytest.mark.integration
@@ -163,3 +164,60 @@ def in_a_thread(work: Coroutine[Any, Any, None]) -> None:
     """Run `work` on a loop of its own: Playwright's sync API holds this thread's loop."""
     with ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, work).result()
+
+
+def test_a_countdown_that_ends_only_says_so_and_the_browser_sends_nothing(
+    browser: Browser, live: LiveConsole
+) -> None:
+    """This rig runs no timers: whatever moved the route past its deadline would be the
+    browser's doing. The page says the deadline is due and leaves it to the runtime."""
+    body = {**start(dynamic("claude", "codex", interval=1))}
+    live.post("/routes/due-1/start", body)
+    waiting = live.post("/routes/due-1/failure", failure(1))
+    assert waiting["state"] == "retry_wait", waiting
+    context = logged_in(browser, live)
+    sent: list[str] = []
+    context.on("request", lambda request: sent.append(f"{request.method} {request.url}"))
+    table, route = context.new_page(), context.new_page()
+    routes_page(table)
+    route.goto("/console/routes/due-1")
+    for countdown in (
+        table.locator('tr[data-route="due-1"] [data-countdown]'),
+        route.locator('[data-fact="deadline"] [data-countdown]'),
+    ):
+        expect(countdown).to_have_text("(due: the runtime fires it)")
+    assert [line for line in sent if not line.startswith("GET ")] == []
+    assert live.http.get("/routes/due-1").json() == waiting
+    context.close()
+
+
+SECRET: Final = "sk-ant-api03-" + "Zq7" * 30
+PROVIDER_TEXT: Final = "zebra-quartz overloaded_error <b>bold</b>"
+
+
+def test_no_page_shows_the_providers_own_text_or_a_secret_it_carried(
+    browser: Browser, live: LiveConsole
+) -> None:
+    """A provider's message (with a key in it) is classified; the console shows the
+    catalogue's words for its code, never the message, and no page holds the key."""
+    evidence = overloaded()
+    evidence["body"] = json.dumps({"type": "error", "error": {
+        "type": "overloaded_error", "message": f"{PROVIDER_TEXT} key={SECRET}"}})  # fmt: skip
+    waiting_route(live, "text-1", task_id="task-text")
+    live.post("/routes/text-1/actions/retry-now", {"generation": 1})
+    live.post("/routes/text-1/failure", failure(1, evidence))
+    context = logged_in(browser, live)
+    table, route = context.new_page(), context.new_page()
+    routes_page(table)
+    route.goto("/console/routes/text-1")
+    expect(table.locator('tr[data-route="text-1"] [data-label="Cause"]')).to_contain_text(
+        "(provider_overloaded)"
+    )
+    expect(route.locator("#history li")).to_have_count(len(live.http.get(
+        "/routes/text-1/history").json()))  # fmt: skip
+    for page in (table, route):
+        assert SECRET not in page.content()
+        shown = page.locator("body").inner_text()
+        assert "zebra-quartz" not in shown
+        assert "<b>" not in shown
+    context.close()
