@@ -94,7 +94,8 @@ def acl_user_rule(prefix: str, user: str, password: str) -> str:
     """One ACL file line (or `ACL SETUSER` arguments after `user`) for `user`: its keys
     under `prefix` and rq's, rq's channels, the runtime's commands; the password as its
     SHA-256 (`#…`), as Redis keeps it, so the file never holds it in clear. ValueError for a
-    user name outside `[A-Za-z0-9._-]{1,64}` or a password with white space."""
+    user name outside `[A-Za-z0-9._-]{1,64}` or a password with white space,
+    InvalidIdentifierError for a prefix outside the key prefix pattern."""
     if not _USER.fullmatch(user):
         raise ValueError(f"acl user must match [A-Za-z0-9._-]{{1,64}}, got {user!r}")
     if not password or any(c.isspace() for c in password):
