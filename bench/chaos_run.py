@@ -55,6 +55,8 @@ class RunOptions:
     redis_server: str = ""
     hosts: int = 2
     workers: int = 2
+    replay_share: float = 0.2  # dispatched turns whose scheduling report is sent again
+    copy_share: float = 0.15  # dispatched attempts whose rq job is copied
 
 
 @dataclass
@@ -123,6 +125,7 @@ class Run:
         boss = Orchestrator(
             lambda: self.up.api_url, inbox, lambda: self.server.admin(decode=False), self.prefix,
             f"{self.prefix}-dispatch", self.options.seed, self.canaries.texts,
+            replay_share=self.options.replay_share, copy_share=self.options.copy_share,
         )  # fmt: skip
         follower = asyncio.create_task(inbox.follow(stop))
         kills = asyncio.create_task(self._kills(began, stop))
