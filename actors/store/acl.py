@@ -4,7 +4,9 @@ Everything the runtime writes is under its key prefix (`<prefix>:*`); rq keeps i
 jobs, registries and workers under `rq:*` and talks to its workers on `rq:*` channels.
 COMMANDS are the commands the runtime, its Lua scripts and rq issue (measured with
 `INFO commandstats` over bench/chaos.py runs); scripts run as the user that called them,
-so the commands inside them must be allowed too. ACLs need Redis 6 or later.
+so the commands inside them must be allowed too. ACLs need Redis 6 or later. redis-py's
+connection handshake also sends `CLIENT SETINFO` (its name and version): refused here
+(Redis 7.0 refuses a rule naming it), it shows in `ACL LOG`, and redis-py goes on.
 """
 
 from __future__ import annotations
