@@ -42,10 +42,11 @@ from rq.serializers import JSONSerializer
 from actors.demo.dispatcher import DispatchRecord
 from actors.jobs.queue import JOB_FUNCTION
 
-RETRY_PAUSE_S: Final = 0.25
+RETRY_PAUSE_S: Final = 0.25  # doubling up to MAX_RETRY_PAUSE_S while nothing answers
+MAX_RETRY_PAUSE_S: Final = 2.0
 REQUEST_TIMEOUT_S: Final = 30.0
 INBOX_POLL_S: Final = 0.1
-STATE_POLL_S: Final = 5.0
+STATE_POLL_S: Final = 10.0
 COPY_TIMEOUT_S: Final = 30.0
 GROUPS: Final = 8  # overload routes share one of this many accounts
 IN_FLIGHT: Final = 24
@@ -148,7 +149,7 @@ class Orchestrator:
         """The answer's JSON (a snapshot, or a 409's problem with its snapshot), sending
         again with the same key until some answer comes."""
         headers = {} if key is None else {"Idempotency-Key": key}
-        first = True
+        pause = 0.0
         while True:
             if stop.is_set():
                 raise _StoppedError
@@ -165,9 +166,8 @@ class Orchestrator:
                     return found
             except (httpx.TransportError, ValueError):
                 pass  # no answer (or half of one): `up` or a host is away
-            if not first:
-                await asyncio.sleep(RETRY_PAUSE_S)
-            first = False
+            await asyncio.sleep(pause)  # at once the first time: a host restarts in ~1 s
+            pause = min(MAX_RETRY_PAUSE_S, max(RETRY_PAUSE_S, 2 * pause))
             self.tally.resent += 1
 
     def _acked(self, snapshot: dict[str, Any]) -> None:
