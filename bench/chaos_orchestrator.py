@@ -227,7 +227,8 @@ class Route:
     failures_left: int = 0
     reports: int = 0
     taken: int = 0  # dispatches run so far
-    last_failure: tuple[dict[str, Any], str, dict[str, Any]] | None = None
+    # the last failure report: its body, its key, and its first answer if it was applied
+    last_failure: tuple[dict[str, Any], str, dict[str, Any] | None] | None = None
 
     async def drive(self, stop: asyncio.Event) -> str:
         kind = self.rng.choices(KINDS, WEIGHTS)[0]
@@ -278,7 +279,7 @@ class Route:
             self.boss.tally.replays += 1
             again = _snapshot(await self.boss.send("POST", f"/routes/{self.route_id}/failure",
                                                    body, key, stop))  # fmt: skip
-            if _essence(again) != _essence(first):
+            if first is not None and _essence(again) != _essence(first):
                 self.boss.tally.replays_answered_differently.append(key)
         if self.rng.random() < self.boss.copy_share:
             self.boss.tally.copies[await self.boss.copy_job(record)] += 1
@@ -306,7 +307,9 @@ class Route:
         found = _snapshot(answer)
         if "error" in answer:
             self.boss.tally.conflicts += 1
-        self.last_failure = (body, key, found)
+        # a refused report (409) is not recorded under its key: sent again, it is judged
+        # again, so only an applied report's replay must answer the same
+        self.last_failure = (body, key, None if "error" in answer else found)
         return found
 
 
