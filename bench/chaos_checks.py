@@ -73,14 +73,13 @@ def schedules_lost(facts: RedisFacts, states: Mapping[str, Mapping[str, str]]) -
             continue  # ambiguous, reconciled, timed out: action_required with a reason
         lost.append(f"{attempt[0]} g{attempt[1]} o{attempt[2]} due, never dispatched")
     for route_id, route in states.items():
-        attempt = (
-            route_id,
-            int(route.get("generation") or 0),
-            int(route.get("attempt_ordinal") or 0),
-        )
-        if route.get("state") == "retrying" and attempt not in dispatched:
-            lost.append(f"{route_id} left retrying on an attempt never dispatched")
-    return sorted(set(lost))
+        generation, ordinal = int(route["generation"] or 0), int(route["attempt_ordinal"] or 0)
+        attempt = (route_id, generation, ordinal)
+        if attempt in dispatched or attempt in fates.due_at:  # the due one is counted above
+            continue
+        if route["state"] == "retrying":
+            lost.append(f"{route_id} g{generation} o{ordinal} retrying, never due nor dispatched")
+    return sorted(set(lost))  # one entry per attempt
 
 
 def _stopped_after(facts: RedisFacts) -> dict[tuple[str, int], list[float]]:
