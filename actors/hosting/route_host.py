@@ -9,9 +9,9 @@ calls the fenced `fire_due` of its attempt (an AttemptFence).
 Dispatch: a host built with a dispatcher import path enqueues the rq dispatch job
 (actors/hosting/host_dispatch.py) whenever `fire_due`, `retry_now` or a circuit host's
 probe wake leaves a route in `retrying`, only after that transition was written.
-Enqueueing is idempotent (the attempt's ledger and the job id fence it); a route left
-`retrying` with no ledger (Redis failed in between) is enqueued by reconciliation (at
-every host start, or `recovery reconcile`). Every timer armed is also covered by a durable
+Enqueueing is idempotent (the attempt's ledger and the job id fence it); a route whose
+enqueue met a Redis error is enqueued again by the host, backing off, until Redis takes
+it (and by reconciliation at the next host start). Every timer armed is also covered by a durable
 backstop (actors/jobs/backstop_arming.py): one coalesced rq delayed job per host and
 second, which fires the due schedules through the same fenced `fire_due` if the host is
 dead or wedged; a Redis error arming it is logged, and the call is unaffected.
