@@ -9,8 +9,9 @@ releases. Below that bound the pace follows what the machine absorbs:
 - a wave absorbed on time (every slot up to `tolerance` ago absorbed) lets the next go a
   step faster (`speedup`, never past the budget);
 - a late wave sets the next wave's spacing to the pace it was carried at (from its first
-  route absorbed to the observation, over the routes absorbed since) plus the budget's
-  headroom, so that the next is planned a little below what the machine carried.
+  route absorbed to the observation, over the routes absorbed since).
+Routes about GROUP_S apart share one slot (`group_size`), so that their timers fire,
+transition and enqueue as one batch; the groups stay within the budget.
 The first wave, planned before anything was observed, lasts a quarter of an interval.
 The next wave is planned once the last one is absorbed but for the routes the current
 pace absorbs while the next is delivered (`absorbed_enough`), so on time the waves
@@ -33,13 +34,14 @@ DEFAULT_SPEEDUP = 0.9
 DEFAULT_TOLERANCE = timedelta(milliseconds=100)
 DEFAULT_MAX_SLOT = timedelta(seconds=1)
 FIRST_WAVE_SHARE = 0.25
+GROUP_S = 0.05  # routes whose slots fall this close together share one slot
 
 
 @dataclass(frozen=True, slots=True)
 class ReleasePace:
     """How a paced release spaces its slots: `slot_s` now, never below `budget_slot_s`
     (the budget's spacing) nor above `max_slot_s`; waves of at most `budget` routes
-    lasting about `wave_s`; a pace carried is planned with `headroom` to spare."""
+    lasting about `wave_s`; the budget's `headroom` bounds how many share a slot."""
 
     budget: int
     budget_slot_s: float
@@ -53,6 +55,15 @@ class ReleasePace:
     def wave_size(self) -> int:
         """Routes in the next wave: one wave interval at the current spacing, at most B."""
         return max(1, min(self.budget, math.floor(self.wave_s / self.slot_s + 1e-9)))
+
+    @property
+    def group_size(self) -> int:
+        """Routes given one slot together, `group_size` slots apart: about GROUP_S of
+        slots, so that their timers fire as one batch (a route's own timer, transition
+        and enqueue cost more one by one). At most the headroom's share of the budget,
+        so that any window of one interval still holds at most B releases."""
+        spare = math.floor(self.budget * (1 - 1 / (1 + self.headroom)) + 1e-9)
+        return max(1, min(spare, round(GROUP_S / self.slot_s)))
 
 
 def first_pace(
@@ -89,17 +100,22 @@ def plan_wave(
     jitter_fraction: float = 0.0,
 ) -> tuple[ReleaseSlot, ...]:
     """The next wave: the first `pace.wave_size` of `route_ids` (parked order, duplicates
-    once), one slot apart from `start` (a jitter moves a route within its own slot)."""
+    once) from `start`, in groups of `pace.group_size` sharing a slot, each group as many
+    slots after the last as it holds routes (a jitter moves a route within its group's
+    span)."""
     if not 0 <= jitter_fraction < 1:
         raise ValueError(f"jitter_fraction {jitter_fraction} must be in [0, 1)")
     start = to_utc(start)
     chosen = tuple(dict.fromkeys(route_ids))[: pace.wave_size]
+    group = pace.group_size
     slots = [
         ReleaseSlot(
             route_id,
             start
             + timedelta(
-                seconds=pace.slot_s * (position + jitter_fraction * hashed_jitter(seed, route_id))
+                seconds=pace.slot_s
+                * group
+                * (position // group + jitter_fraction * hashed_jitter(seed, route_id))
             ),
         )
         for position, route_id in enumerate(chosen)
@@ -120,9 +136,9 @@ def next_pace(
     """The pace after `wave`, of which `absorbed` routes had been absorbed at
     `observed_at`; `earlier` = (absorbed, when) at the first look that found any. On
     time (every slot up to `tolerance` before `observed_at` absorbed): a step faster.
-    Late: the pace carried between the two looks, with the pace's headroom (the fixed
-    delay from a slot to its absorption is not a pace, so it is left out); with no two
-    looks apart, it stays. Every wave after the first lasts a whole interval."""
+    Late: the pace carried between the two looks (the fixed delay from a slot to its
+    absorption is not a pace, so it is left out); with no two looks apart, it stays.
+    Every wave after the first lasts a whole interval."""
     if not 0 < speedup <= 1:
         raise ValueError(f"speedup {speedup} must be in (0, 1]")
     observed_at = to_utc(observed_at)
@@ -132,7 +148,7 @@ def next_pace(
         slot_s = pace.slot_s * speedup
     elif earlier is not None and absorbed > earlier[0]:
         carried = (observed_at - to_utc(earlier[1])).total_seconds()
-        slot_s = carried / (absorbed - earlier[0]) * (1 + pace.headroom)
+        slot_s = carried / (absorbed - earlier[0])
     return replace(
         pace, slot_s=min(pace.max_slot_s, max(pace.budget_slot_s, slot_s)),
         wave_s=pace.interval_s or pace.wave_s,
@@ -150,10 +166,13 @@ def absorbed_enough(pace: ReleasePace, wave_size: int, absorbed: int, lead: time
 def next_start(
     pace: ReleasePace, wave: Sequence[ReleaseSlot], now: datetime, lead: timedelta
 ) -> datetime:
-    """When the next wave's first slot is: one slot after the last wave's last, and no
+    """When the next wave's first slot is: after the last wave's last group, as many of
+    the budget's slots as that group held (and at least one group at `pace`), and no
     sooner than `lead` from `now` (the time its delivery is expected to take)."""
     earliest = to_utc(now) + lead
     if not wave:
         return earliest
-    after = max(slot.release_at for slot in wave) + timedelta(seconds=pace.slot_s)
-    return max(after, earliest)
+    last = max(slot.release_at for slot in wave)
+    held = sum(1 for slot in wave if slot.release_at == last)
+    gap = max(pace.slot_s * pace.group_size, pace.budget_slot_s * held)
+    return max(last + timedelta(seconds=gap), earliest)

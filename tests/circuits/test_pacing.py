@@ -26,11 +26,11 @@ def test_before_anything_is_observed_the_pace_is_the_budget_for_a_quarter_interv
     pace = first_pace(1000)
     assert pace.budget == wave_budget(1000) == 200
     assert pace.slot_s == pace.budget_slot_s == pytest.approx(1.1 / 200)
-    assert pace.wave_size == 50
+    assert (pace.wave_size, pace.group_size) == (50, 9)  # 9 routes a slot every 49.5 ms
     wave = plan_wave(ROUTES, T0, pace)
     assert [slot.route_id for slot in wave] == ROUTES[:50]  # parked order
-    assert wave[0].release_at == T0
-    assert wave[-1].release_at == at(49 * 1.1 / 200)
+    assert [s.release_at for s in wave[:10]] == [T0] * 9 + [at(9 * 1.1 / 200)]
+    assert wave[-1].release_at == at(45 * 1.1 / 200)
     then = on_time(pace, wave)  # the budget kept: whole intervals from now on
     assert (then.slot_s, then.wave_size) == (pace.budget_slot_s, 200)
 
@@ -46,7 +46,7 @@ def test_a_wave_absorbed_on_time_lets_the_next_go_faster_but_never_past_the_budg
     pace = first_pace(1000)
     wave = plan_wave(ROUTES, T0, pace)
     slow = next_pace(pace, wave, absorbed=20, observed_at=at(1.0), earlier=(10, at(0.9)))
-    assert slow.slot_s == pytest.approx(0.011)  # 10 carried in 0.1 s, 10 % to spare
+    assert slow.slot_s == pytest.approx(0.01)  # 10 carried in 0.1 s
     wave = plan_wave(ROUTES, T0, slow)
     faster = on_time(slow, wave)
     assert faster.slot_s == pytest.approx(slow.slot_s * 0.9)
@@ -61,9 +61,10 @@ def test_a_late_wave_sets_the_next_to_the_pace_carried_leaving_out_the_fixed_del
     wave = plan_wave(ROUTES, T0, on_time(pace, plan_wave(ROUTES, T0, pace)))  # 200 in 1.1 s
     # the first absorbed 0.3 s after its slot, then ~100 a second: 151 by 1.8 s
     observed = next_pace(pace, wave, absorbed=151, observed_at=at(1.8), earlier=(1, at(0.3)))
-    assert observed.slot_s == pytest.approx(1.5 / 150 * 1.1)  # 10 % below what it carried
-    assert observed.wave_size == 100  # a wave still lasts about one interval (1.1 s)
-    assert plan_wave(ROUTES, T0, observed)[-1].release_at == at(99 * 0.011)
+    assert observed.slot_s == pytest.approx(1.5 / 150)  # ~100 a second carried
+    assert observed.wave_size == 110  # a wave still lasts about one interval (1.1 s)
+    assert observed.group_size == 5  # 5 routes a slot, every 50 ms
+    assert plan_wave(ROUTES, T0, observed)[-1].release_at == at(105 * 0.01)
 
 
 def test_with_no_two_looks_apart_a_late_wave_keeps_the_pace() -> None:
@@ -118,10 +119,10 @@ def test_any_one_interval_holds_at_most_the_budget_whatever_was_observed() -> No
     assert len(slots) == 1000
 
 
-def test_the_next_wave_starts_one_slot_after_the_last_and_no_sooner_than_the_lead() -> None:
+def test_the_next_wave_starts_a_group_after_the_last_and_no_sooner_than_the_lead() -> None:
     pace = first_pace(1000)
-    wave = plan_wave(ROUTES, T0, pace)
-    after = wave[-1].release_at + timedelta(seconds=pace.slot_s)
+    wave = plan_wave(ROUTES, T0, pace)  # its last group holds 5 routes (45 to 49)
+    after = wave[-1].release_at + timedelta(seconds=pace.slot_s * 9)
     assert next_start(pace, wave, T0, timedelta(milliseconds=100)) == after
     later = at(5.0)
     assert next_start(pace, wave, later, timedelta(milliseconds=100)) == at(5.1)
@@ -150,3 +151,21 @@ def test_a_wave_takes_each_route_once_and_a_jitter_stays_inside_its_slot() -> No
 def test_nonsensical_pacing_is_refused(call, match: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_no_headroom_no_shared_slots_and_a_small_budget_shares_none() -> None:
+    assert first_pace(1000, headroom=0.0).group_size == 1  # groups would break the budget
+    assert first_pace(50).group_size == 1  # 10 a wave: not one to spare
+    assert first_pace(1000).group_size == 9  # 18 to spare; 9 fill 50 ms
+
+
+def test_a_slower_pace_after_a_big_group_keeps_the_budget_across_the_waves() -> None:
+    pace = first_pace(1000)
+    wave = plan_wave(ROUTES, T0, pace)  # groups of 9
+    slower = next_pace(pace, wave, absorbed=20, observed_at=at(0.5), earlier=(10, at(0.45)))
+    start = next_start(slower, wave, T0, timedelta(0))
+    assert start - wave[-1].release_at >= timedelta(seconds=5 * pace.budget_slot_s)
+    second = plan_wave(ROUTES[50:], start, slower)
+    times = sorted(s.release_at for s in (*wave, *second))
+    for index, first in enumerate(times):
+        assert sum(1 for t in times[index:] if t < first + timedelta(seconds=1)) <= 200
