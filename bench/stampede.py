@@ -21,10 +21,11 @@ so `open_s` is about the Retry-After (10 s by default: time enough to park the f
 At open-until the hosts' timers fire every parked
 route: one takes the probe lease and is dispatched (reason `circuit_probe`), the others
 re-park behind the lease. The bench, as the orchestrator, reports the probe's success as
-soon as its send has ended; that closes the circuit and the runtime releases the other
-routes in waves of at most max(1, 20 %) of them, evenly spaced one slot apart (a wave
-lasts 1.1 s: 10 % headroom for timer and queue lateness); each released route's timer
-dispatches it at its slot.
+soon as its send has ended; that closes the circuit and the circuit host releases the
+other routes in waves, each planned once the last one's routes reached the dispatcher,
+at the pace observed and never faster than the budget: at most max(1, 20 %) of them a
+wave and in any second, routes ~50 ms apart sharing a slot (circuits/pacing.py); each
+released route's timer dispatches it at its slot.
 The bench reports each released route's success once its send ended (an orchestrator's
 turn completing; the runtime does not need it to release the others, and
 `--no-release-successes` leaves it out).

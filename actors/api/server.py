@@ -85,7 +85,7 @@ class ApiServer:
         self._socket = listening
         self._serving = threading.Event()
         # httptools: requests parsed and answers framed in C; with h11 (pure Python) that
-        # took ~0.5 ms of CPU a request on this machine (README, bench/http.py).
+        # took ~0.5 ms of CPU a request on this machine (README, bench/http_api.py).
         config = uvicorn.Config(
             app, http="httptools", log_level="warning", access_log=False,
             timeout_graceful_shutdown=GRACE_S, lifespan="on", server_header=False,

@@ -11,19 +11,22 @@ A host:
   fence across host restarts and every process of the installation;
 - wakes one parked route of each open circuit at its probe time (`RouteHost.wake_probe`,
   actors/engine/probe_waker.py), so the other parked routes sleep through the probe;
-- owns the release: when a probe success closes a circuit, it cuts the release plan by
-  the route host that owns each parked route and tells each route host which of its
-  routes to arm and when (`RouteHost.arm_release`); a delivery that fails is sent again
-  with capped exponential delays until it is taken or its slots are long past.
+- owns the release: when a probe success closes a circuit, it releases the parked
+  routes one wave at a time (actors/engine/paced_release.py): each wave is planned once
+  the previous one's routes were handed to the dispatcher, at the pace observed and never
+  faster than the budget; it cuts each wave by the route host that owns each route and
+  tells each route host which of its routes to arm and when (`RouteHost.arm_release`); a
+  delivery that fails is sent again with capped exponential delays until it is taken or
+  its slots are long past.
 - takes an operator's overrides (`override`: open until a time, or close; reached by
   actors/hosting/circuit_handle.py): the same fenced write, recorded on the circuit events
   stream, and a close releases the parked routes exactly as a probe success does.
 
 Redis stays the truth: the host keeps nothing a restart would lose. On every start
 (including restarts by Ray, `max_restarts=-1`) it reads the circuits it owns, publishes
-their states, watches those not closed for their probe time, and releases again the
-routes its closed circuits still hold parked (a release lost with a crash between the
-close and its delivery; releases are fenced route transitions, so one already given
+their states, watches those not closed for their probe time, and releases the routes
+its closed circuits still hold parked (a release cut short by a crash goes on with the
+routes not yet given a slot; releases are fenced route transitions, so one already given
 changes nothing). Its metrics are the circuit metrics
 of actors/hosting/metrics.py.
 """
@@ -34,6 +37,7 @@ import asyncio
 import logging
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -41,11 +45,13 @@ import ray
 
 from actors.clock import Clock, SystemClock
 from actors.engine.circuit_round import CircuitRound, LocalCircuits, Release
+from actors.engine.paced_release import PacedRelease
 from actors.engine.probe_waker import ProbeWaker
 from actors.engine.settings import EngineSettings
 from actors.errors import RecoveryError, error_text
 from actors.hosting.metrics import circuit_metrics
 from actors.hosting.names import NAMESPACE, Owners, host_name
+from actors.keys import AttemptFence
 from actors.routes.circuit_models import CircuitOverride, CircuitView, OverrideOutcome
 from actors.store.circuit_store import CircuitStore
 from circuits import CircuitStatus, ProbeDenied, ProbeGrant, ReleasePlan, ResourceKey
@@ -88,9 +94,9 @@ class CircuitHost:
         self._route_owners = Owners(route_hosts, kind="route", virtual_nodes=virtual_nodes)
         self._owners = Owners(settings.circuit_hosts, kind="circuit")
         self._route_hosts: dict[int, Any] = {}
-        self._deliveries: set[asyncio.Task[None]] = set()
         self.delivered = 0  # route-host deliveries taken (tests wait on it)
         self._waker = ProbeWaker(self._store, self._clock, self._wake_probe)
+        self._releases = PacedRelease(self._store, self._clock, self._deliver_wave)
         self._ready = asyncio.get_running_loop().create_task(self._rehydrate())
 
     # -- lifecycle and introspection -----------------------------------------------------
@@ -107,8 +113,12 @@ class CircuitHost:
         return self.settings.public(), self.settings.key_digest()
 
     async def deliveries(self) -> tuple[int, int]:
-        """(release deliveries taken, deliveries still being sent)."""
-        return self.delivered, len(self._deliveries)
+        """(release deliveries taken by route hosts, releases still running)."""
+        return self.delivered, len(self._releases)
+
+    async def release_waves(self) -> tuple[int, int]:
+        """(release waves delivered, releases running)."""
+        return self._releases.waves, len(self._releases)
 
     async def probe_wakes(self) -> tuple[int, int]:
         """(parked routes woken for a probe, circuits watched for their probe time)."""
@@ -116,8 +126,7 @@ class CircuitHost:
 
     async def aclose(self) -> None:
         self._waker.close()
-        for task in list(self._deliveries):
-            task.cancel()
+        self._releases.close()
         await self._store.aclose()
 
     # -- the circuits' transitions -------------------------------------------------------
@@ -135,8 +144,8 @@ class CircuitHost:
         here, in the background (a route host may be waiting on this call)."""
         await self._ready
         applied = await self._circuits.apply_round(round_)
-        for release in applied.releases:
-            self._deliver(release)
+        for resource, _ in applied.releases:  # closed: its release is paced from here
+            self._releases.start(resource)
         for verdict in round_.verdicts:
             self._waker.watch(verdict.resource)
         for failures in round_.failures:
@@ -166,7 +175,7 @@ class CircuitHost:
                 resource.label, outcome.view.status.value, outcome.event_id,
             )  # fmt: skip
         if outcome.release is not None and outcome.release.slots:
-            self._deliver((resource, outcome.release))
+            self._releases.start(resource)
         self._waker.watch(resource)  # a new probe time, or closed: no longer watched
         return outcome
 
@@ -192,26 +201,28 @@ class CircuitHost:
 
     # -- releases --------------------------------------------------------------------------
 
-    def _deliver(self, release: Release) -> None:
-        """Tell each parked route's own route host which of its routes to arm, and when."""
-        resource, plan = release
+    async def _deliver_wave(self, resource: ResourceKey, plan: ReleasePlan) -> list[AttemptFence]:
+        """Tell each route's own route host which of its routes to arm, and when; the
+        attempts of the routes moved (a host's part given up on counts none)."""
         by_host: dict[int, list[Any]] = defaultdict(list)
         for slot in plan.slots:
             by_host[self._route_owners.index_of(slot.route_id)].append(slot)
         last = max((slot.release_at for slot in plan.slots), default=self._clock.now())
         give_up = last + timedelta(seconds=DELIVERY_GRACE_S)
-        loop = asyncio.get_running_loop()
-        for host, slots in by_host.items():
-            part = (resource, ReleasePlan(budget=plan.budget, waves=(tuple(slots),)))
-            task = loop.create_task(self._send(host, part, give_up))
-            self._deliveries.add(task)
-            task.add_done_callback(self._deliveries.discard)
+        parts = [
+            (host, (resource, ReleasePlan(budget=plan.budget, waves=(tuple(slots),))))
+            for host, slots in by_host.items()
+        ]
+        sent = await asyncio.gather(*(self._send(host, part, give_up) for host, part in parts))
+        return [fence for fences in sent for fence in fences]
 
-    async def _send(self, host: int, release: Release, give_up: datetime) -> None:
+    async def _send(self, host: int, release: Release, give_up: datetime) -> Sequence[AttemptFence]:
         delay = DELIVERY_FIRST_DELAY_S
         while True:
             try:
-                await self._route_host(host).arm_release.remote(release)
+                moved: Sequence[AttemptFence] = await self._route_host(host).arm_release.remote(
+                    release
+                )
             except Exception as error:  # Ray's or the route host's: send it again
                 self._route_hosts.pop(host, None)  # the keeper may have recreated it
                 if self._clock.now() >= give_up:
@@ -219,7 +230,7 @@ class CircuitHost:
                         "release of circuit %s to route host %s given up: %s",
                         release[0].label, host, error_text(error),
                     )  # fmt: skip
-                    return
+                    return ()
                 log.warning(
                     "release of circuit %s to route host %s not taken (sent again): %s",
                     release[0].label, host, type(error).__name__,
@@ -228,7 +239,7 @@ class CircuitHost:
                 delay = min(DELIVERY_MAX_DELAY_S, delay * 2)
                 continue
             self.delivered += 1
-            return
+            return moved
 
     def _route_host(self, index: int) -> Any:
         found = self._route_hosts.get(index)
@@ -262,12 +273,7 @@ class CircuitHost:
         return len(owned)
 
     async def _release_again(self, view: CircuitView) -> None:
-        """A closed circuit still holding parked routes: their release may have been lost
-        with the previous host; plan it again from now (fenced: a route released already
-        or moved on is left alone)."""
-        try:
-            parked = await self._store.parked(view.resource)
-        except RecoveryError as error:
-            log.warning("parked routes of %s not read: %s", view.resource.label, error_text(error))
-            return
-        self._deliver((view.resource, self._store.release_of(parked, self._clock.now(), view)))
+        """A closed circuit still holding parked routes: their release may have been cut
+        short with the previous host; it goes on from now (fenced: a route released
+        already or moved on is left alone)."""
+        self._releases.start(view.resource)

@@ -72,7 +72,7 @@ from actors.hosting.metrics import circuit_metrics, notice_metrics, route_metric
 from actors.jobs.backstop_arming import BackstopArmer, HostBackstops
 from actors.jobs.queue import DEFAULT_QUEUE
 from actors.jobs.reconcile import ReconcileReport
-from actors.keys import valid_host_id
+from actors.keys import AttemptFence, valid_host_id
 from actors.routes.commands import FireDue as FireDueCommand
 from actors.routes.commands import ProbeParked, ReportFailure, RetryNow, RouteCommand
 from actors.routes.models import RouteSnapshot, ScheduleEntry
@@ -311,12 +311,13 @@ class RouteHost:
             return await self._service.history(route_id)
         return await self._service.snapshot(route_id)
 
-    async def arm_release(self, release: Release) -> int:
+    async def arm_release(self, release: Release) -> list[AttemptFence]:
         """A circuit host's release of this host's parked routes (actors/hosting/
-        circuit_host.py): each gets its wave slot, and its timer is armed here; the number
-        moved. Raises when the routes cannot be read (the circuit host sends it again)."""
+        circuit_host.py): each gets its wave slot, and its timer is armed here; the
+        attempts of the routes moved (the circuit host waits on their dispatch ledgers).
+        Raises when the routes cannot be read (the circuit host sends it again)."""
         await self._ready
-        return len(await self._service.release(release))
+        return [snapshot.attempt for snapshot in await self._service.release(release)]
 
     async def cancel_transient_retry(
         self, task_id: str, session_id: str, principal: str | None = None

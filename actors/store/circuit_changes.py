@@ -211,7 +211,7 @@ class CircuitChanges:
         """The release plan of a closed circuit's `parked` routes (parked order) from
         `now`, in this store's waves; the jitter seed defaults to one every host derives
         alike from `view` (the circuit as the close found it)."""
-        seed = jitter_seed if jitter_seed is not None else self._seed(view)
+        seed = jitter_seed if jitter_seed is not None else self.release_seed(view)
         return plan_release(
             parked, now, seed=seed, wave_fraction=self.release.wave_fraction,
             wave_interval=self.release.wave_interval,
@@ -309,6 +309,6 @@ class CircuitChanges:
         return await run_script(self.client, loaded, keys, argv)
 
     @staticmethod
-    def _seed(before: CircuitView) -> str:
+    def release_seed(before: CircuitView) -> str:
         """One seed per close, the same on every host: resource and lease number."""
         return f"{before.resource_id}:{before.state.lease_epoch}"

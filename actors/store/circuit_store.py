@@ -29,7 +29,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from actors.errors import InvalidCircuitInputError, InvalidIdentifierError
-from actors.keys import KeySpace, valid_resource_id, valid_route_id
+from actors.keys import AttemptFence, KeySpace, valid_resource_id, valid_route_id
 from actors.routes.circuit_models import (
     CircuitOverride,
     CircuitView,
@@ -130,6 +130,16 @@ class CircuitStore(OwnsItsClient, CircuitChanges):
         except RedisError as error:
             raise unavailable("parked", error) from error
         return [text(m) for m in members]
+
+    async def dispatched(self, fences: Sequence[AttemptFence]) -> int:
+        """How many of these attempts have a dispatch ledger: handed to the dispatcher
+        (queued) or further. A paced release waits on it (actors/engine/paced_release.py)."""
+        if not fences:
+            return 0
+        try:
+            return int(await self.client.exists(*(self.keys.dispatch(f) for f in fences)))
+        except RedisError as error:
+            raise unavailable("dispatched", error) from error
 
     # -- parking --------------------------------------------------------------------------
 

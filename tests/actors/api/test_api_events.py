@@ -67,7 +67,7 @@ def test_an_entry_is_one_message_with_the_cursor_as_its_id() -> None:
 
 
 def test_the_api_socket_is_tcp_with_nagle_off() -> None:
-    """Found by bench/http.py: a socket made with protocol 0 is not one asyncio turns
+    """Found by bench/http_api.py: a socket made with protocol 0 is not one asyncio turns
     Nagle off for, and every answer waited ~40 ms for the client's delayed ACK."""
     listening = bind(ApiAddress("127.0.0.1", 0))
     try:

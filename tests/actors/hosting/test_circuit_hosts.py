@@ -12,6 +12,7 @@ only guards against a hang."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import multiprocessing
 import time
 import uuid
@@ -28,7 +29,7 @@ from actors.engine.settings import OWNER_WAKE_MARGIN_S
 from actors.hosting.installation import wait_gone
 from actors.hosting.names import NAMESPACE, circuit_host_name
 from actors.hosting.runtime import RecoveryRuntime, RouteHandle
-from actors.keys import KeySpace
+from actors.keys import AttemptFence, KeySpace
 from actors.store.circuit_store import CircuitStore
 from actors.store.installation import read_installation
 from circuits import CircuitSettings, CircuitStatus, ProbeGrant, ResourceKey
@@ -166,9 +167,87 @@ def test_the_circuit_host_is_named_recorded_owns_the_writes_and_releases_through
 
     asyncio.run(scenario())
     once_each(connection, runtime.key_prefix)
-    # both route hosts had parked routes: each was told of its own
-    delivered, sending = ray.get(host.deliveries.remote())
-    assert (delivered, sending) == (2, 0)
+    # both route hosts had parked routes: each was told of its own, a wave at a time
+    # (five released routes, a budget of one a wave)
+    delivered, _ = ray.get(host.deliveries.remote())
+    assert delivered == 5
+    assert ray.get(host.release_waves.remote())[0] == 5
+
+
+def releases_and_ledgers(
+    connection: redis.Redis, prefix: str
+) -> list[tuple[datetime, str, datetime]]:
+    """Each released route's release write and its dispatch ledger's `queued_at`, in
+    release order (the events stream and the ledgers, as redis-cli shows them)."""
+    keys = KeySpace(prefix)
+    calls = dispatched(connection, prefix)
+    attempts = {
+        c["route_id"]: AttemptFence(c["route_id"], c["generation"], c["ordinal"]) for c in calls
+    }
+    events: list[Any] = connection.xrange(keys.events)  # type: ignore[assignment]  # a bytes client
+    found = []
+    for _, raw in events:
+        fields = {key.decode(): value.decode() for key, value in raw.items()}
+        if fields.get("cause") != "circuit_release":
+            continue
+        queued: Any = connection.hget(keys.dispatch(attempts[fields["route_id"]]), "queued_at")
+        assert queued is not None, fields["route_id"]
+        written = datetime.fromisoformat(fields["updated_at"])
+        found.append((written, fields["route_id"], datetime.fromisoformat(queued.decode())))
+    return sorted(found)
+
+
+def test_the_release_is_paced_no_wave_is_given_before_the_last_reached_the_dispatcher(
+    runtime: RecoveryRuntime, connection: redis.Redis
+) -> None:
+    """Waves of one route here (a fifth of five): each released route's slot is written
+    only once the route released before it was handed to the dispatcher."""
+    routes = fleet(runtime)
+
+    async def scenario() -> None:
+        reset = datetime.now(UTC).replace(microsecond=0) + PARK_MARGIN
+        await park_all(routes, reset)
+        probe = await the_probe(runtime, connection, routes)
+        await release_and_drain(runtime, connection, probe, routes)
+
+    asyncio.run(scenario())
+    once_each(connection, runtime.key_prefix)
+    released = releases_and_ledgers(connection, runtime.key_prefix)
+    assert len(released) == len(routes) - 1  # all but the probe, each once
+    for (_, _, queued), (written, _, _) in itertools.pairwise(released):
+        assert queued <= written
+
+
+def test_a_circuit_host_killed_in_the_middle_of_a_release_goes_on_with_the_routes_left(
+    runtime: RecoveryRuntime, connection: redis.Redis
+) -> None:
+    routes = fleet(runtime)
+    host = circuit_host(runtime)
+
+    async def scenario() -> None:
+        reset = datetime.now(UTC).replace(microsecond=0) + PARK_MARGIN
+        await park_all(routes, reset)
+        parked = await the_circuit(runtime, routes)
+        probe = await the_probe(runtime, connection, routes)
+        await probe.report_success((await probe.snapshot()).generation)
+        await wait_dispatches(runtime, connection, 3)  # the probe and two waves
+        before = await host.process_id.remote()
+        ray.kill(host, no_restart=False)
+        await restarted(host, before)
+        await host.ready.remote()
+
+        async def all_dispatched() -> bool:
+            calls = dispatched(connection, runtime.key_prefix)
+            return len({c["route_id"] for c in calls}) == len(routes)
+
+        await wait_until(all_dispatched, TIMEOUT_S, redis_url=runtime.url)
+        assert datetime.now(UTC) < reset + OWNER_MARGIN  # released, not their own deadline
+        async with CircuitStore.connect(runtime.url, keys=KeySpace(runtime.key_prefix)) as store:
+            closed = await store.view(parked.resource)
+        assert (closed.status, closed.parked) == (CircuitStatus.CLOSED, 0)
+
+    asyncio.run(scenario())
+    once_each(connection, runtime.key_prefix)
 
 
 def test_at_the_probe_time_the_circuit_host_wakes_one_parked_route_and_the_others_sleep_on(

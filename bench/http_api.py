@@ -26,39 +26,32 @@ host's share is the same on both paths and is not counted. Prints one JSON line.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import gc
+import http.client
+import json
+import os
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any, Final
 
-# This file is named `http`: run as `python bench/http.py`, its folder comes first on the
-# import path and would hide the standard library's `http` from everything (uvicorn too).
-# The folder goes to the end, where `bench_common` is still found.
-BENCH = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != BENCH] + [BENCH]
+from bench_common import ms, percentile
 
-import argparse  # noqa: E402 - after the path is set (above)
-import asyncio  # noqa: E402
-import gc  # noqa: E402
-import http.client  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import IO, Any, Final  # noqa: E402
-
-from bench_common import ms, percentile  # noqa: E402
-
-from actors.api import ApiBackend, Tokens, create_app  # noqa: E402
-from actors.api.metrics import ray_request_metrics  # noqa: E402
-from actors.api.server import ApiServer, bind  # noqa: E402
-from actors.engine.config_values import ApiAddress  # noqa: E402
-from actors.hosting.runtime import RecoveryRuntime  # noqa: E402
-from actors.routes.profiles import ConcreteProfile  # noqa: E402
-from catalogue import Evidence  # noqa: E402
-from policy import TurnEvidence  # noqa: E402
+from actors.api import ApiBackend, Tokens, create_app
+from actors.api.metrics import ray_request_metrics
+from actors.api.server import ApiServer, bind
+from actors.engine.config_values import ApiAddress
+from actors.hosting.runtime import RecoveryRuntime
+from actors.routes.profiles import ConcreteProfile
+from catalogue import Evidence
+from policy import TurnEvidence
 
 TOKEN: Final = "bench-http-token-0123456789"
 TARGET_ADDED_P50_MS: Final = 1.0
