@@ -88,8 +88,7 @@ def enqueue_dispatch(
 
 def _enqueue_once(queue: Queue, job_id: str, args: tuple[Any, ...], timeout_s: int) -> None:
     """Enqueue unless rq still holds a pending job with this id (the id dedups); a job rq
-    has done with, or one stranded between dequeue and start (`_stranded`), is replaced.
-    A duplicate that slips through is a no-op run (the ledger refuses its start)."""
+    has done with is replaced. A duplicate that slips through is a no-op run."""
     options: dict[str, Any] = {
         "job_id": job_id, "job_timeout": timeout_s, "result_ttl": 3600,
         "failure_ttl": LEDGER_TTL_S, "unique": True,
@@ -102,26 +101,10 @@ def _enqueue_once(queue: Queue, job_id: str, args: tuple[Any, ...], timeout_s: i
         except NoSuchJobError:  # gone meanwhile
             queue.enqueue(JOB_FUNCTION, *args, **options)
             return
-        if existing.get_status() in PENDING_JOB_STATUSES and not _stranded(queue, existing):
+        if existing.get_status() in PENDING_JOB_STATUSES:
             return
         existing.delete()
-        # rq's slow cleanup of the intermediate list would fail the new job with that id
-        queue.intermediate_queue.remove(job_id)
         queue.enqueue(JOB_FUNCTION, *args, **options)
-
-
-def _stranded(queue: Queue, job: Job) -> bool:
-    """Whether rq says `job` is queued while it is not in its queue's list: a worker
-    took it (rq 3 moves it to the intermediate list) and died, or Redis restarted,
-    before it started. rq notices only after minutes, and until then nothing runs it.
-
-    A job legitimately waiting is always in the list (rq's unique enqueue saves the job
-    and pushes its id in one script), so it is never enqueued twice. One a live worker
-    has just taken and not yet started is enqueued again: its second run finds the
-    ledger started and does nothing."""
-    if job.get_status() != JobStatus.QUEUED:
-        return False
-    return queue.connection.lpos(queue.key, job.id) is None
 
 
 __all__ = [
