@@ -11,8 +11,6 @@ import json
 import shutil
 import signal
 import subprocess
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -27,7 +25,7 @@ from actors.store.sync_reads import read_history, read_route
 from tests.actors.api.payloads import dynamic, failure, start
 from tests.actors.cli.test_cli_up import RunningUp, up_environment
 from tests.actors.conftest import _delete_prefix, unique_keys
-from tests.actors.metrics_scrape import SCRAPE_EVERY_S, samples
+from tests.actors.metrics_scrape import export_until, samples
 from tests.actors.redis_waits import wait_until
 
 pytestmark = pytest.mark.integration
@@ -328,16 +326,14 @@ def test_request_metrics_reach_rays_prometheus_export(api: LiveApi) -> None:
     [line] = [line for line in api.up.lines if line.startswith("metrics: ")]
     url = line.removeprefix("metrics: curl -s ").split(",")[0]
     wanted = 'route="/routes/{route_id}"'
-    deadline = time.monotonic() + METRICS_TIMEOUT_S
-    while True:  # Ray exports on its own period: the scrape is repeated (metrics_scrape.py)
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            text = answer.read().decode()
+
+    def counted_and_timed(text: str) -> bool:
         counted = samples(text, "ray_recovery_api_requests_total{")
         timed = samples(text, "ray_recovery_api_request_seconds_bucket{")
-        if any(wanted in s and 'status="200"' in s for s in counted) and timed:
-            break
-        assert time.monotonic() < deadline, f"not exported within {METRICS_TIMEOUT_S} s"
-        time.sleep(SCRAPE_EVERY_S)
+        return any(wanted in s and 'status="200"' in s for s in counted) and bool(timed)
+
+    text = export_until(url, counted_and_timed, METRICS_TIMEOUT_S)
+    counted = samples(text, "ray_recovery_api_requests_total{")
     assert not any("metrics-1" in sample for sample in counted)  # templates, never ids
 
 

@@ -13,8 +13,6 @@ import json
 import shutil
 import signal
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -27,7 +25,7 @@ from actors.keys import AttemptFence
 from actors.store.sync_reads import read_route
 from tests.actors.cli.test_cli_up import RunningUp, up_environment
 from tests.actors.conftest import _delete_prefix, unique_keys
-from tests.actors.metrics_scrape import SCRAPE_EVERY_S, samples
+from tests.actors.metrics_scrape import export_until, samples
 
 pytestmark = pytest.mark.integration
 
@@ -128,14 +126,11 @@ def dispatch_metrics(up: RunningUp) -> str:
     period, with no notice of a change: the scrape is repeated, metrics_scrape.py)."""
     [line] = [line for line in up.lines if line.startswith("metrics: ")]
     url = line.removeprefix("metrics: curl -s ").split(",")[0]
-    deadline = time.monotonic() + METRICS_TIMEOUT_S
-    while True:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            text = str(answer.read().decode())
-        if len(samples(text, "ray_recovery_dispatch_outcomes_total{")) >= 2:  # 503 and 200
-            return text
-        assert time.monotonic() < deadline, f"not exported within {METRICS_TIMEOUT_S} s"
-        time.sleep(SCRAPE_EVERY_S)
+    return export_until(
+        url,
+        lambda text: len(samples(text, "ray_recovery_dispatch_outcomes_total{")) >= 2,  # 503, 200
+        METRICS_TIMEOUT_S,
+    )
 
 
 def drive(process: subprocess.Popen[str], api_url: str) -> dict[str, Any]:
