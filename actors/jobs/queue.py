@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from redis import Redis
-from rq import Queue
+from rq import Queue, Worker
 from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
@@ -88,7 +88,11 @@ def enqueue_dispatch(
 
 def _enqueue_once(queue: Queue, job_id: str, args: tuple[Any, ...], timeout_s: int) -> None:
     """Enqueue unless rq still holds a pending job with this id (the id dedups); a job rq
-    has done with is replaced. A duplicate that slips through is a no-op run."""
+    has done with, or one `started` by a worker no longer registered, is replaced. A
+    duplicate that slips through is a no-op run (the ledger refuses its start).
+
+    A job queued but taken by a worker that died before starting it is not seen here (it
+    is `queued`): the workers' sweep puts it back on its queue (actors/jobs/stranded.py)."""
     options: dict[str, Any] = {
         "job_id": job_id, "job_timeout": timeout_s, "result_ttl": 3600,
         "failure_ttl": LEDGER_TTL_S, "unique": True,
@@ -101,10 +105,21 @@ def _enqueue_once(queue: Queue, job_id: str, args: tuple[Any, ...], timeout_s: i
         except NoSuchJobError:  # gone meanwhile
             queue.enqueue(JOB_FUNCTION, *args, **options)
             return
-        if existing.get_status() in PENDING_JOB_STATUSES:
+        if existing.get_status() in PENDING_JOB_STATUSES and not _orphaned(existing):
             return
         existing.delete()
         queue.enqueue(JOB_FUNCTION, *args, **options)
+
+
+def _orphaned(job: Job) -> bool:
+    """Whether `job` is `started` by a worker that is gone: killed after rq marked it
+    started and before the job wrote its ledger `started` (reconciliation, run when a
+    worker dies, finds that attempt `queued`); rq would fail it only once the worker's
+    heartbeat lapsed, minutes on, and never run it again. Nothing else can run it now."""
+    if job.get_status() != JobStatus.STARTED or not job.worker_name:
+        return False
+    worker_key = Worker.redis_worker_namespace_prefix + job.worker_name
+    return not job.connection.exists(worker_key)
 
 
 __all__ = [

@@ -31,6 +31,7 @@ from rq.scheduler import RQScheduler
 from rq.worker import SimpleWorker
 
 from actors.errors import error_text
+from actors.jobs.stranded import StrandedSweep
 
 RETRY_S: Final = 0.2
 DEQUEUE_TIMEOUT_S: Final = 5
@@ -87,6 +88,10 @@ class RecoveryWorker(SimpleWorker):
 
     max_connection_wait_time = MAX_RECONNECT_WAIT_S
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stranded = StrandedSweep(time.monotonic)
+
     @property
     def dequeue_timeout(self) -> int:
         return min(int(super().dequeue_timeout), DEQUEUE_TIMEOUT_S)
@@ -109,7 +114,22 @@ class RecoveryWorker(SimpleWorker):
     @property
     def should_run_maintenance_tasks(self) -> bool:
         self.revive_scheduler()
+        self.sweep_stranded()
         return bool(super().should_run_maintenance_tasks)
+
+    def sweep_stranded(self) -> None:
+        """Put the jobs stranded in this worker's queues' intermediate lists back on their
+        queues (actors/jobs/stranded.py); at most once a second, at a turn of the loop."""
+        if self._stop_requested or not self.stranded.due():
+            return
+        try:
+            moved = self.stranded.sweep(self.queues)
+        except RedisError as error:
+            log.warning("rq worker %s: stranded sweep postponed: %s", self.name, error_text(error))
+            return
+        for job_id in moved:
+            log.warning("rq worker %s: job %s was stranded after its dequeue; queued again",
+                        self.name, job_id)  # fmt: skip
 
     def run_maintenance_tasks(self) -> None:
         """rq's, tried again next round when Redis fails (rq's worker would quit)."""

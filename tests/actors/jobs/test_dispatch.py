@@ -158,3 +158,32 @@ def test_nothing_dispatches_twice_across_reconcile_runs(real_backend: Backend, r
 
     dispatched = sorted(call["route_id"] for call in rig.calls())
     assert dispatched == sorted(routes)
+
+
+def test_reconcile_runs_again_a_job_its_dead_worker_started_before_the_ledger_said_so(
+    real_backend: Backend, rig: Rig
+) -> None:
+    """A worker killed after rq marked the job started and before the job wrote the
+    ledger `started`: reconciliation (run when a worker dies) must not take rq's
+    `started` for a dispatch in progress; a live worker's job it leaves alone."""
+    retrying(real_backend)
+    job_id = rig.enqueue(DELIVER)
+    assert job_id is not None
+    job = Job.fetch(job_id, connection=rig.connection, serializer=JSONSerializer)
+    rig.connection.lmove(rig.queue.key, rig.queue.intermediate_queue_key)
+    with rig.connection.pipeline() as pipeline:  # what the worker wrote before it died
+        job.prepare_for_execution("worker-killed", pipeline=pipeline)
+        pipeline.execute()
+    live = "rq:worker:worker-killed"
+    rig.connection.hset(live, "birth", "now")  # registered: its job is left running
+    try:
+        assert reconcile(rig.queue, rig.keys, DELIVER, now=T0).requeued == [R]
+        rig.work()
+        assert rig.calls() == []
+    finally:
+        rig.connection.delete(live)
+    report = reconcile(rig.queue, rig.keys, DELIVER, now=T0)  # the worker is gone now
+    rig.work()
+    assert report.requeued == [R]
+    assert len(rig.calls()) == 1
+    assert rig.ledger().read(AttemptFence(R, 1, 1)).fields["outcome"] == "delivered"
