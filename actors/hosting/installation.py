@@ -111,16 +111,28 @@ def live_record(
 ) -> InstallationRecord | None:
     """The record of the live owner (it writes it once its hosts are ready, right after
     taking the lease), or None when no owner holds the lease any more and `lease` could
-    take it. Raises NoInstallationError when the owner records nothing in time."""
+    take it. Raises NoInstallationError when the owner records nothing in time.
+
+    An owner counts as live once it is seen renewing its lease (its keeper renews every
+    KEEP_EVERY_S): the lease of an owner killed a moment ago stays for its TTL, and
+    joining it would attach to the Ray cluster that died with it (chaos bug C)."""
     deadline = time.monotonic() + RECORD_WAIT_S
+    # (holder, the least its lease had left when looked at): more later is a renewal
+    lowest: tuple[str, int] | None = None
+    renewing: str | None = None
     while time.monotonic() < deadline:
-        holder = lease.holder()
+        holder, remaining_ms = lease.holder_and_remaining_ms()
         if holder is None and lease.claim():
             return None
-        record = read_installation(connection, keys)
-        if record is not None and record.owner == holder:
+        if holder is not None and holder != renewing:
+            if lowest is not None and lowest[0] == holder and remaining_ms > lowest[1]:
+                renewing = holder
+            elif lowest is None or lowest[0] != holder or remaining_ms < lowest[1]:
+                lowest = (holder, remaining_ms)
+        record = read_installation(connection, keys) if renewing is not None else None
+        if record is not None and record.owner == holder == renewing:
             return record
-        time.sleep(RECORD_POLL_S)  # the owner is starting its hosts: a bounded wait
+        time.sleep(RECORD_POLL_S)  # the owner is starting its hosts, or renewing: bounded
     raise NoInstallationError(
         f"installation {keys.prefix!r} has an owner that recorded nothing within "
         f"{RECORD_WAIT_S:g} s"

@@ -36,6 +36,7 @@ COMMANDS: Final = tuple(
         "expire",
         "pexpire",
         "persist",
+        "pttl",
         "type",
         "scan",
         "hset",

@@ -113,6 +113,19 @@ class OwnerLease:
         """The token holding the lease now (None: no live owner)."""
         return live_owner(self._connection, self.keys)
 
+    def holder_and_remaining_ms(self) -> tuple[str | None, int]:
+        """The token holding the lease now (None: no live owner) and the milliseconds its
+        lease has left, read together (a renewal puts them back up to the TTL).
+        Raises StoreUnavailableError."""
+        try:
+            with self._connection.pipeline(transaction=True) as pipeline:
+                pipeline.get(self.keys.installation_owner)
+                pipeline.pttl(self.keys.installation_owner)
+                found, remaining = pipeline.execute()
+        except redis.RedisError as error:
+            raise StoreUnavailableError("installation owner read", str(error)) from error
+        return (None, 0) if found is None else (_text(found), int(remaining))
+
     def _call(self, action: str) -> bool:
         try:
             done = self._run(

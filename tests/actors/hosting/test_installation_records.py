@@ -3,6 +3,7 @@ with Lua, and how a process's settings are compared with the installation's."""
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime
 
@@ -15,6 +16,7 @@ from actors.hosting import runtime as runtime_module
 from actors.hosting.installation import (
     InstallationMismatchError,
     first_mismatch,
+    live_record,
     refuse_ring_change,
 )
 from actors.hosting.runtime import RecoveryRuntime
@@ -125,3 +127,39 @@ def test_a_runtime_on_an_unreachable_redis_fails_fast_before_ray_starts(
         RecoveryRuntime(redis_url="redis://127.0.0.1:1/0", key_prefix="inst-test").start()
     assert time.monotonic() - began < 10
     assert started == [], "Ray was started before Redis answered"
+
+
+def test_a_process_never_joins_an_owner_that_stopped_renewing_its_lease() -> None:
+    """Chaos bug C: the lease of an owner killed a moment ago outlives it by up to its TTL;
+    a process starting then joined the record and attached to a Ray that had died. It now
+    waits for the lease to lapse and takes it."""
+    connection = fakeredis.FakeRedis()
+    settings = EngineSettings(key_prefix="inst-test")
+    dead = OwnerLease(connection, KEYS, "owner-token", ttl_s=0.3)
+    assert dead.claim()
+    write_installation(connection, KEYS, record_of(settings))
+    joiner = lease(connection, "joiner")
+    assert live_record(connection, KEYS, joiner) is None
+    assert joiner.holder() == "joiner"
+
+
+def test_a_process_joins_an_owner_seen_renewing_its_lease() -> None:
+    connection = fakeredis.FakeRedis()
+    settings = EngineSettings(key_prefix="inst-test")
+    owner = lease(connection, "owner-token")
+    assert owner.claim()
+    write_installation(connection, KEYS, record_of(settings))
+    stop = threading.Event()
+
+    def keep() -> None:  # the owner's keeper, renewing faster than the real one
+        while not stop.wait(0.02):
+            owner.renew()
+
+    keeper = threading.Thread(target=keep)
+    keeper.start()
+    try:
+        assert live_record(connection, KEYS, lease(connection, "joiner")) == record_of(settings)
+    finally:
+        stop.set()
+        keeper.join()
+    assert owner.holder() == "owner-token"
