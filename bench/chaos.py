@@ -21,8 +21,8 @@ jobs: bench/chaos_orchestrator.py); what the machine's timing does is not.
 
 Prints one JSON line: `routes`, `kills`, `double_dispatches`, `reports_applied_twice`,
 `schedules_lost`, `orphans_left`, `canary_fragments`, `always_lost_writes`,
-`everysec_lost_writes`, `everysec_double_dispatches`, then each run's details. Exit 1
-when a guarantee of the `always` run does not hold.
+`everysec_lost_writes`, `everysec_double_dispatches`, `everysec_schedules_lost`, then each
+run's details. Exit 1 when a guarantee of the `always` run does not hold.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ def chaos(always: RunOptions, everysec: RunOptions | None) -> dict[str, Any]:
         "always_lost_writes": first["lost_writes"],
         "everysec_lost_writes": None if second is None else second["lost_writes"],
         "everysec_double_dispatches": None if second is None else second["double_dispatches"],
+        "everysec_schedules_lost": None if second is None else second["schedules_lost"],
     }  # fmt: skip
     return {**top, "seed": always.seed, "always": first, "everysec": second,
             "loadavg_1m_at_end": round(os.getloadavg()[0], 2)}  # fmt: skip

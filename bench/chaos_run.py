@@ -41,7 +41,6 @@ from tests.actors.test_canary_secrets import Canaries, plant
 from tests.secret_shapes import fragments
 
 ORPHAN_WAIT_S: Final = 30.0
-LEASE_WAIT_S: Final = 30.0  # the owner lease lapses 10 s after its owner died
 SETTLE_S: Final = 3.0  # after the routes end: timers due then fire before the stop
 
 
@@ -161,27 +160,13 @@ class Run:
             what = "redis-server"
         elif kill.kind == "up":
             self.up.kill()
-            # An `up` started while the killed one's owner lease still runs (10 s) joins
-            # the dead owner's Ray and hangs there (reported with issue 20): a
-            # supervisor must wait for the lease to lapse, so this one does.
-            self._wait_lease_lapsed()
+            # started again at once: while the killed one's owner lease runs (10 s) it
+            # waits for the lease to lapse rather than join the dead owner (bug C)
             self.up.start()
             what = "recovery up"
         else:
             what = kill_one(self.tag, kill.kind, self.rng)
         return {"kind": kill.kind, "killed": what, "back_s": round(time.monotonic() - at, 2)}
-
-    def _wait_lease_lapsed(self) -> None:
-        deadline = time.monotonic() + LEASE_WAIT_S
-        while time.monotonic() < deadline:
-            try:
-                with self.server.admin() as client:
-                    if not client.exists(self.keys.installation_owner):
-                        return
-            except redis.RedisError:
-                pass  # Redis is restarting: asked again
-            time.sleep(0.2)
-        raise TimeoutError(f"the killed up's owner lease still held after {LEASE_WAIT_S} s")
 
     def _copy_histories(self) -> None:
         try:
