@@ -42,31 +42,38 @@ class Up:
     process: subprocess.Popen[str] | None = None
     api_url: str = ""
     lines: list[str] = field(default_factory=list)
+    _log_start: int = 0
     _arrived: queue.Queue[str | None] = field(default_factory=queue.Queue)
 
     def start(self) -> None:
         """Start it and wait for its `ready:` line (its API serves then)."""
         self._arrived = queue.Queue()
+        self._log_start = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "actors.cli", "up"], cwd=PROJECT_ROOT, env=dict(self.env),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
                 start_new_session=True,
             )  # fmt: skip
-        reader = threading.Thread(target=self._read, args=(self.process,), daemon=True)
+        # each start has its own queue: the killed process's reader, still draining its
+        # pipe, must not end the wait of the one started after it
+        reader = threading.Thread(
+            target=self._read, args=(self.process, self._arrived), daemon=True
+        )
         reader.start()
         self._wait_ready()
 
-    def _read(self, process: subprocess.Popen[str]) -> None:
+    def _read(self, process: subprocess.Popen[str], arrived: queue.Queue[str | None]) -> None:
         assert process.stdout is not None
         with self.log.open("a") as copy:
             for line in process.stdout:
                 copy.write(line)
                 copy.flush()
-                self._arrived.put(line.rstrip("\n"))
-        self._arrived.put(None)
+                arrived.put(line.rstrip("\n"))
+        arrived.put(None)
 
     def _wait_ready(self) -> None:
+        self.lines = []  # this start's lines only
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:
             try:
@@ -74,13 +81,24 @@ class Up:
             except queue.Empty:
                 raise TimeoutError(f"`up` not ready in {READY_TIMEOUT_S} s: {self.lines}") from None
             if line is None:
-                raise RuntimeError(f"`up` ended before ready: {self.lines} (log {self.log})")
+                code = self.process.wait() if self.process is not None else None
+                raise RuntimeError(f"`up` ended (exit {code}) before ready: {self.lines}; "
+                                   f"it logged {self._logged()!r}")  # fmt: skip
             self.lines.append(line)
             found = _API_LINE.match(line)
             if found:
                 self.api_url = found.group(1)
             if line.startswith("ready:"):
                 return
+
+    def _logged(self, size: int = 3000) -> str:
+        """The end of what this start logged (the run's folder is removed at the end)."""
+        try:
+            with self.log.open("rb") as log:
+                log.seek(self._log_start)
+                return log.read().decode(errors="replace")[-size:]
+        except OSError as error:
+            return f"unreadable: {error}"
 
     @property
     def pid(self) -> int:
