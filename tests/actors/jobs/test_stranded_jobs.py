@@ -18,8 +18,12 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from actors.jobs.stranded import STRANDED_AFTER_S, StrandedSweep, requeue
+from actors.jobs.workers import WorkerPool, worker_env
+from tests.actors.worker_waits import wait_for
 
 pytestmark = pytest.mark.integration
+
+GUARD_S = 60.0  # a guard against a hang only: the sweep moves it after STRANDED_AFTER_S
 
 
 class Clock:
@@ -136,3 +140,19 @@ def test_the_sweep_is_at_most_once_per_interval() -> None:
     clock.now += 0.5
     assert sweep.due()
 
+
+
+def test_a_runtime_worker_runs_a_job_left_stranded_by_a_dead_one(
+    queue: Queue, redis_url: str
+) -> None:
+    """The sweep wired into the runtime's worker class: a real supervised worker process."""
+    job = dequeued_by_a_dying_worker(queue)
+    pool = WorkerPool(redis_url, queue.name, count=1, name_prefix=f"{queue.name}-w",
+                      env=worker_env())  # fmt: skip
+    pool.start()
+    try:
+        wait_for(lambda: job.get_status(refresh=True) == JobStatus.FINISHED, GUARD_S)
+    finally:
+        pool.stop()
+    assert job.return_value(refresh=True) == 3
+    assert intermediate(queue) == []
