@@ -40,7 +40,7 @@ def queue(redis_url: str) -> Iterator[Queue]:
     made = Queue(f"stranded-{uuid.uuid4().hex[:8]}", connection=connection,
                  serializer=JSONSerializer)  # fmt: skip
     yield made
-    made.empty()
+    made.empty()  # type: ignore[no-untyped-call, unused-ignore]  # rq's, untyped
     connection.delete(made.intermediate_queue_key)
     connection.close()
 
@@ -49,17 +49,22 @@ def dequeued_by_a_dying_worker(queue: Queue) -> Job:
     """A job enqueued, then moved to the intermediate list as rq's dequeue moves it."""
     job = queue.enqueue("operator.add", 1, 2)
     moved = queue.connection.lmove(queue.key, queue.intermediate_queue_key)
-    assert moved is not None and moved.decode() == job.id
+    assert moved is not None
+    assert _text(moved) == job.id
     return job
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def listed(queue: Queue) -> list[str]:
-    return [item.decode() for item in queue.connection.lrange(queue.key, 0, -1)]
+    return [_text(item) for item in queue.connection.lrange(queue.key, 0, -1)]
 
 
 def intermediate(queue: Queue) -> list[str]:
     items = queue.connection.lrange(queue.intermediate_queue_key, 0, -1)
-    return [item.decode() for item in items]
+    return [_text(item) for item in items]
 
 
 def test_a_stranded_job_goes_back_on_its_queue_after_the_grace_and_then_runs(
@@ -139,7 +144,6 @@ def test_the_sweep_is_at_most_once_per_interval() -> None:
     assert not sweep.due()
     clock.now += 0.5
     assert sweep.due()
-
 
 
 def test_a_runtime_worker_runs_a_job_left_stranded_by_a_dead_one(
