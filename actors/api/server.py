@@ -22,6 +22,7 @@ from typing import Any, Final, Self
 
 import uvicorn
 
+from actors.api.coalescing import CoalescingHttpTools
 from actors.engine.config_values import ApiAddress
 
 GRACE_S: Final = 3
@@ -85,9 +86,10 @@ class ApiServer:
         self._socket = listening
         self._serving = threading.Event()
         # httptools: requests parsed and answers framed in C; with h11 (pure Python) that
-        # took ~0.5 ms of CPU a request on this machine (README, bench/http_api.py).
+        # took ~0.5 ms of CPU a request on this machine (README, bench/http_api.py). Each
+        # answer in one write, not two (actors/api/coalescing.py).
         config = uvicorn.Config(
-            app, http="httptools", log_level="warning", access_log=False,
+            app, http=CoalescingHttpTools, log_level="warning", access_log=False,
             timeout_graceful_shutdown=GRACE_S, lifespan="on", server_header=False,
         )  # fmt: skip
         self._server = _Server(config, self._serving, stopping)
