@@ -19,7 +19,7 @@ from fastapi import FastAPI
 
 from actors.api import Tokens, create_app
 from actors.api.fast_path import FastPath, command_of
-from actors.api.guard import MAX_BODY, Message
+from actors.api.guard import MAX_BODY, Guard, Message
 from actors.api.metrics import NoMetrics
 from actors.clock import ManualClock
 from actors.keys import KeySpace
@@ -148,7 +148,9 @@ def started(app: FastAPI, *route_ids: str) -> None:
 # Happy paths: the same bytes whichever path served them.
 
 
-def test_a_route_driven_through_its_hot_commands_answers_as_fastapi_does() -> None:
+def test_a_route_driven_through_its_hot_commands_answers_as_fastapi_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     fast, reference = service_twins(unique_keys())
     key = (b"idempotency-key", b"turn-1.report")
     requests = [
@@ -164,10 +166,27 @@ def test_a_route_driven_through_its_hot_commands_answers_as_fastapi_does() -> No
     ]
     for app in (fast, reference):
         started(app, "r-1", "r-2")
-    mine, theirs = answers(fast, *requests), answers(reference, *requests)
+    guarded = _counting_guard(monkeypatch)
+    mine = answers(fast, *requests)
+    assert guarded == []  # the fast path served every one
+    theirs = answers(reference, *requests)
+    assert len(guarded) == len(requests)
     assert [answer.status for answer in mine] == [200] * len(requests)
     assert mine == theirs
     assert json.loads(mine[0].body)["next_step"] == "wait"
+
+
+def _counting_guard(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the requests that reach the Guard from now on."""
+    reached: list[str] = []
+    through = Guard.__call__
+
+    async def counted(guard: Guard, scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["path"])
+        await through(guard, scope, receive, send)
+
+    monkeypatch.setattr(Guard, "__call__", counted)
+    return reached
 
 
 def test_refusals_of_a_command_sent_are_the_apps_own_answers() -> None:
