@@ -11,17 +11,24 @@ is measured. The orchestrators are two processes of their own, as they would be:
   in the timed call;
 - `handle`: a Python process attached to the runtime (`RecoveryRuntime.attach`, its own
   Ray driver) calling RouteHandle.report_failure, the Evidence made from the same data
-  and the handle taken in the timed call.
+  and the handle taken in the timed call;
+- `http_fastapi` (unless `--no-reference`): the `http` client's twin on a second API
+  served beside the first, the same app without its fast path (every request through
+  FastAPI's machinery, as before actors/api/fast_path.py): what the fast path saves, in
+  the same run.
 
 Every measured route is started first through this process's runtime (not timed); then
-each pair alternates the two paths, A/B then B/A, one report at a time: this process tells
-one client which route to report on and waits for its answer before the next. Each report
+each round alternates the paths, in order then in reverse, one report at a time: this
+process tells one client which route to report on and waits for its answer before the
+next. Each report
 is Anthropic's 529 with a `Retry-After` header, on a route of its own whose candidate names
 an account of its own (so no circuit ever opens and every report is the same decision: a
 retry). Latency: timed in the client, the call to the parsed answer. CPU per report: the
 client's own CPU time in the call plus this process's (the API, its Ray driver, and the
 pipe to the client, which both paths pay alike) while it waited for the answer; the route
-host's share is the same on both paths and is not counted. Prints one JSON line.
+host's share is the same on both paths and is not counted. `http_added_*`: the HTTP
+path less the handle's, as the difference of their medians and as the median (and
+quartiles) of the per-round differences. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import argparse
 import asyncio
 import gc
 import http.client
+import itertools
 import json
 import os
 import statistics
@@ -135,8 +143,9 @@ class Client:
     process: subprocess.Popen[str]
 
     @classmethod
-    def spawn(cls, name: str, *arguments: str) -> Client:
-        command = [sys.executable, __file__, "--client", name, *arguments]
+    def spawn(cls, name: str, kind: str, *arguments: str) -> Client:
+        """A client process of `kind` (http or handle), called `name` in the figures."""
+        command = [sys.executable, __file__, "--client", kind, *arguments]
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
@@ -200,38 +209,50 @@ def summary(figures: dict[str, list[tuple[float, float, float]]]) -> dict[str, A
         out[f"{name}_cpu_us_per_op"] = round(client + server, 1)
         out[f"{name}_client_cpu_us_per_op"] = round(client, 1)
         out[f"{name}_server_cpu_us_per_op"] = round(server, 1)
-    paired = [a[0] - b[0] for a, b in zip(figures["http"], figures["handle"], strict=True)]
-    out["http_added_p50_ms"] = round(out["http_p50_ms"] - out["handle_p50_ms"], 3)
-    out["http_added_p99_ms"] = round(out["http_p99_ms"] - out["handle_p99_ms"], 3)
-    out["http_added_paired_median_ms"] = ms(statistics.median(paired))
-    out["http_added_cpu_us_per_op"] = round(
-        out["http_cpu_us_per_op"] - out["handle_cpu_us_per_op"], 1
-    )
+    for name in figures:
+        if name != "handle":
+            out.update(added(out, figures, name))
     out["target_added_p50_ms"] = TARGET_ADDED_P50_MS
     out["target_met"] = out["http_added_p50_ms"] <= TARGET_ADDED_P50_MS
     return out
 
 
-def run(pairs: int, warmup: int, hosts: int) -> dict[str, Any]:
+def added(
+    out: dict[str, Any], figures: dict[str, list[tuple[float, float, float]]], name: str
+) -> dict[str, Any]:
+    """What the path `name` adds to the handle's: medians' and percentiles' differences,
+    the per-round differences' median and quartiles, and the CPU."""
+    paired = [a[0] - b[0] for a, b in zip(figures[name], figures["handle"], strict=True)]
+    quartiles = statistics.quantiles(paired, n=4)
+    return {
+        f"{name}_added_p50_ms": round(out[f"{name}_p50_ms"] - out["handle_p50_ms"], 3),
+        f"{name}_added_p99_ms": round(out[f"{name}_p99_ms"] - out["handle_p99_ms"], 3),
+        f"{name}_added_paired_median_ms": ms(statistics.median(paired)),
+        f"{name}_added_paired_quartiles_ms": [ms(quartiles[0]), ms(quartiles[2])],
+        f"{name}_added_cpu_us_per_op": round(
+            out[f"{name}_cpu_us_per_op"] - out["handle_cpu_us_per_op"], 1
+        ),
+    }
+
+
+def run(pairs: int, warmup: int, hosts: int, reference: bool) -> dict[str, Any]:
     total = pairs + warmup
-    routes = {name: [f"{name}-{i}" for i in range(total)] for name in ("http", "handle")}
+    names = ("http", "http_fastapi", "handle") if reference else ("http", "handle")
+    routes = {name: [f"{name}-{i}" for i in range(total)] for name in names}
     prefix = f"bench-http-{os.getpid()}"
     with tempfile.TemporaryDirectory(prefix="bench-http-") as folder:
         runtime = RecoveryRuntime(
             redis_url=os.environ.get("REDIS_URL"), data_dir=Path(folder),
             host_count=hosts, key_prefix=prefix, ray_dashboard=False,
         ).start()  # fmt: skip
-        address = ApiAddress("127.0.0.1", 0)
-        app = create_app(
-            ApiBackend.of_runtime(runtime), tokens=Tokens.of({TOKEN: "bench"}),
-            metrics=ray_request_metrics(),
-        )  # fmt: skip
-        server = ApiServer(app, bind(address), address).start()
+        servers = {"http": serve(runtime, fast_path=True)}
+        if reference:
+            servers["http_fastapi"] = serve(runtime, fast_path=False)
         clients: dict[str, Client] = {}
         try:
 
             async def start_all() -> None:
-                for index, route_id in enumerate([*routes["http"], *routes["handle"]]):
+                for index, route_id in enumerate(itertools.chain(*routes.values())):
                     profile = ConcreteProfile(
                         id="claude", agent="claude-acp", provider="anthropic",
                         account=f"bench-{index}",
@@ -241,8 +262,9 @@ def run(pairs: int, warmup: int, hosts: int) -> dict[str, Any]:
                     )
 
             asyncio.run(start_all())
-            clients["http"] = Client.spawn("http", str(server.port))
-            clients["handle"] = Client.spawn("handle", runtime.url, prefix)
+            for name, server in servers.items():
+                clients[name] = Client.spawn(name, "http", str(server.port))
+            clients["handle"] = Client.spawn("handle", "handle", runtime.url, prefix)
             gc.collect()
             gc.freeze()  # the timed reports see no full collection of the setup's garbage
             load = os.getloadavg()[0]
@@ -251,9 +273,21 @@ def run(pairs: int, warmup: int, hosts: int) -> dict[str, Any]:
         finally:
             for client in clients.values():
                 client.close()
-            server.stop()
+            for server in servers.values():
+                server.stop()
             runtime.shutdown()
     return figures
+
+
+def serve(runtime: RecoveryRuntime, *, fast_path: bool) -> ApiServer:
+    """The API on `runtime` as `up` serves it (token, metrics, a free loopback port);
+    without its fast path for the reference."""
+    address = ApiAddress("127.0.0.1", 0)
+    app = create_app(
+        ApiBackend.of_runtime(runtime), tokens=Tokens.of({TOKEN: "bench"}),
+        metrics=ray_request_metrics(), fast_path=fast_path,
+    )  # fmt: skip
+    return ApiServer(app, bind(address), address).start()
 
 
 def main(argv: list[str]) -> int:
@@ -261,13 +295,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--pairs", type=int, default=500, help="measured report pairs")
     parser.add_argument("--warmup", type=int, default=50, help="pairs not measured")
     parser.add_argument("--hosts", type=int, default=1, help="route hosts")
+    parser.add_argument(
+        "--no-reference", action="store_true", help="no http_fastapi path (the app without "
+        "its fast path)",
+    )  # fmt: skip
     parser.add_argument("--client", nargs="+", help=argparse.SUPPRESS)  # a client process
     args = parser.parse_args(argv)
     if args.client:
         kind, *where = args.client
         serve_client(http_client(int(where[0])) if kind == "http" else handle_client(*where))
         return 0
-    figures = run(args.pairs, args.warmup, args.hosts)
+    figures = run(args.pairs, args.warmup, args.hosts, reference=not args.no_reference)
     cpus = os.cpu_count()
     print(json.dumps({"pairs": args.pairs, "hosts": args.hosts, "cpus": cpus, **figures}))
     return 0

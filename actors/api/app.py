@@ -25,6 +25,7 @@ from actors.api.backend import CIRCUIT_CONNECTIONS, TIMEOUT_S, ApiBackend
 from actors.api.circuit_views import CircuitReads
 from actors.api.console import console_router, login_router, mount_static
 from actors.api.events import STREAM_TIMEOUT_S, EventStreams, events_router
+from actors.api.fast_path import FastPath
 from actors.api.guard import Guard
 from actors.api.listings import listing_router
 from actors.api.metrics import NoMetrics, RequestMetrics
@@ -55,10 +56,14 @@ def create_app(
     tokens: Tokens | None = None,
     metrics: RequestMetrics | None = None,
     clock: Clock | None = None,
+    fast_path: bool = True,
 ) -> FastAPI:
     """The API on `backend` (its route handles and Redis). `tokens`: who may call it
     (none: anyone who can reach it, for loopback only); `metrics`: where request
-    figures go (none: nowhere); `clock`: "now" for the stateless endpoints."""
+    figures go (none: nowhere); `clock`: "now" for the stateless endpoints;
+    `fast_path`: whether the hot route commands skip FastAPI's machinery (the answers
+    are the same; False serves every request through FastAPI, the reference the fast
+    path is tested against)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -97,7 +102,13 @@ def create_app(
         _include(app, router)
     mount_static(app)
     _answer_problems(app)
-    app.add_middleware(Guard, tokens=tokens or Tokens(), metrics=metrics or NoMetrics())
+    admitting = tokens or Tokens()
+    measuring = metrics or NoMetrics()
+    app.add_middleware(Guard, tokens=admitting, metrics=measuring)
+    if fast_path:
+        # Added last, so outside the Guard: the hot route commands skip FastAPI's
+        # machinery and hand everything else to the Guard (actors/api/fast_path.py).
+        app.add_middleware(FastPath, tokens=admitting, metrics=measuring)
     return app
 
 

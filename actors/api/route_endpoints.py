@@ -61,11 +61,12 @@ RouteIdParam = Annotated[
 IdempotencyKey = Annotated[
     str | None,
     Header(
-        alias="Idempotency-Key", pattern=f"^{REQUEST_ID_PATTERN}$",
+        alias="Idempotency-Key",
+        pattern=f"^{REQUEST_ID_PATTERN}$",
         description="the request id: the same key sent again is applied once and answers "
         "the first outcome's snapshot (absent: a new request every time)",
     ),
-]  # fmt: skip
+]
 
 
 def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
@@ -101,13 +102,13 @@ def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
     @router.get("/routes/{route_id}", response_model=RouteSnapshot)
     async def get_route(request: Request, route_id: RouteIdParam) -> Response:
         """The route's snapshot (state `none`, generation 0, for a route never started)."""
-        route = _route(backend(request), route_id)
+        route = route_of(backend(request), route_id)
         return as_json(await answer(route, route.snapshot()))
 
     @router.get("/routes/{route_id}/history", response_model=list[AttemptRecord])
     async def get_history(request: Request, route_id: RouteIdParam) -> list[AttemptRecord]:
         """The route's append-only attempt records, oldest first."""
-        route = _route(backend(request), route_id)
+        route = route_of(backend(request), route_id)
         return await answer(route, route.history())
 
     @router.post("/routes/{route_id}/start", response_model=RouteSnapshot)
@@ -117,7 +118,7 @@ def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
         """A new route on the first eligible candidate of `profile`, or of the stored
         profile `profile_id`, which the route then follows (its current version decides
         each step); generation 1."""
-        route = _route(backend(request), route_id)
+        route = route_of(backend(request), route_id)
         profile = _chosen_profile(body.profile, body.profile_id, required=True)
         return as_json(await answer(route, route.start(
             profile, caller=body.caller, invocation_id=body.invocation_id,
@@ -133,13 +134,8 @@ def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
         """A failed turn: classified, decided by the candidate's policy, durable before
         the answer (`next_step` says what to do: `wait` for the dispatch, `run` on the
         next candidate, `manual`)."""
-        route = _route(backend(request), route_id)
-        evidence = _one_evidence(body)
-        return as_json(await answer(route, route.report_failure(
-            body.generation, evidence, body.turn, caller=body.caller,
-            invocation_id=body.invocation_id, provider_session_id=body.provider_session_id,
-            attempt=body.attempt, request_id=key, utility=body.utility,
-        )))  # fmt: skip
+        route = route_of(backend(request), route_id)
+        return as_json(await answer(route, report_failure(route, body, key)))
 
     @router.post("/routes/{route_id}/success", response_model=RouteSnapshot)
     async def success(
@@ -147,8 +143,8 @@ def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
         key: IdempotencyKey = None,
     ) -> Response:  # fmt: skip
         """The turn succeeded: the recovery is over (`next_step` done)."""
-        route = _route(backend(request), route_id)
-        return as_json(await answer(route, route.report_success(body.generation, request_id=key)))
+        route = route_of(backend(request), route_id)
+        return as_json(await answer(route, report_success(route, body, key)))
 
     @router.post("/routes/{route_id}/actions/{action}", response_model=RouteSnapshot)
     async def act(
@@ -156,20 +152,47 @@ def route_router(backend: Callable[[Request], ApiBackend]) -> APIRouter:
         key: IdempotencyKey = None,
     ) -> Response:  # fmt: skip
         """A manual action at the expected generation (docs/CONTRACTS.md, Routes)."""
-        route = _route(backend(request), route_id)
-        if action != "start-fresh":
-            given = [name for name in FRESH_ONLY if getattr(body, name) is not None]
-            if given:
-                raise invalid([ProblemField(field=given[0], location="body",
-                                            message="only a start-fresh takes it")])  # fmt: skip
-        return as_json(await answer(route, _action(route, action, body, key)))
+        route = route_of(backend(request), route_id)
+        return as_json(await answer(route, act_on(route, action, body, key)))
 
     return router
 
 
-def _action(
+# The commands as the endpoints send them, one function each, so that the fast path
+# (actors/api/fast_path.py) sends exactly what the endpoint would. Each raises its
+# ApiProblem before anything is sent, and returns the call not yet awaited.
+
+
+def report_failure(
+    route: RouteApi, body: FailureRequest, key: str | None
+) -> Awaitable[RouteSnapshot]:
+    """`POST /routes/{id}/failure`'s call (422 first when the evidence is missing or
+    given twice)."""
+    evidence = _one_evidence(body)
+    return route.report_failure(
+        body.generation, evidence, body.turn, caller=body.caller,
+        invocation_id=body.invocation_id, provider_session_id=body.provider_session_id,
+        attempt=body.attempt, request_id=key, utility=body.utility,
+    )  # fmt: skip
+
+
+def report_success(
+    route: RouteApi, body: GenerationRequest, key: str | None
+) -> Awaitable[RouteSnapshot]:
+    """`POST /routes/{id}/success`'s call."""
+    return route.report_success(body.generation, request_id=key)
+
+
+def act_on(
     route: RouteApi, action: str, body: ActionRequest, key: str | None
 ) -> Awaitable[RouteSnapshot]:
+    """`POST /routes/{id}/actions/{action}`'s call (422 first for a start-fresh's field
+    given to another action)."""
+    if action != "start-fresh":
+        given = [name for name in FRESH_ONLY if getattr(body, name) is not None]
+        if given:
+            raise invalid([ProblemField(field=given[0], location="body",
+                                        message="only a start-fresh takes it")])  # fmt: skip
     if action == "start-fresh":
         profile = _chosen_profile(body.profile, body.profile_id, required=False)
         return route.start_fresh(
@@ -189,7 +212,8 @@ def as_json(snapshot: RouteSnapshot) -> Response:
     return Response(snapshot.model_dump_json(), media_type="application/json")
 
 
-def _route(found: ApiBackend, route_id: str) -> RouteApi:
+def route_of(found: ApiBackend, route_id: str) -> RouteApi:
+    """The route's handle (its id's refusal as an ApiProblem)."""
     try:
         return found.routes.route(route_id)
     except RecoveryError as error:
@@ -276,4 +300,13 @@ def _read(read: Callable[[], T]) -> T:
         raise simple(503, "store_unavailable", f"cannot read Redis: {error_text(error)}") from None
 
 
-__all__ = ["answer", "profile_of", "route_router"]
+__all__ = [
+    "act_on",
+    "answer",
+    "as_json",
+    "profile_of",
+    "report_failure",
+    "report_success",
+    "route_of",
+    "route_router",
+]
