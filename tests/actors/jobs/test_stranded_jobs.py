@@ -12,12 +12,18 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from rq import Queue, SimpleWorker
+from rq import Queue, SimpleWorker, Worker
 from rq.executions import Execution
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
-from actors.jobs.stranded import STRANDED_AFTER_S, StrandedSweep, requeue
+from actors.jobs.stranded import (
+    STRANDED_AFTER_S,
+    Stranded,
+    StrandedSweep,
+    requeue,
+    stranded_jobs,
+)
 from actors.jobs.workers import WorkerPool, worker_env
 from tests.actors.worker_waits import wait_for
 
@@ -86,11 +92,36 @@ def test_a_stranded_job_goes_back_on_its_queue_after_the_grace_and_then_runs(
     assert (done.get_status(), done.return_value()) == (JobStatus.FINISHED, 3)
 
 
-def test_a_job_a_worker_started_or_finished_is_never_moved(queue: Queue) -> None:
-    running = dequeued_by_a_dying_worker(queue)
-    with queue.connection.pipeline() as pipeline:  # what a worker's prepare_execution writes
-        Execution.create(running, ttl=60, pipeline=pipeline, worker_name="alive")
+def executed_by(job: Job, worker: str, *, started: bool) -> None:
+    """What a worker writes as it takes the job: its execution in the started registry
+    (prepare_execution), then, `started`, the job's status (prepare_job_execution, which
+    also takes the id off the intermediate list)."""
+    with job.connection.pipeline() as pipeline:
+        Execution.create(job, ttl=60, pipeline=pipeline, worker_name=worker)
+        if started:
+            job.prepare_for_execution(worker, pipeline=pipeline)
+            pipeline.lrem(Queue(job.origin, connection=job.connection).intermediate_queue_key,
+                          1, job.id)  # fmt: skip
         pipeline.execute()
+
+
+@pytest.fixture
+def live_worker(queue: Queue) -> Iterator[str]:
+    """A worker name rq has a registration for."""
+    name = f"{queue.name}-alive"
+    key = Worker.redis_worker_namespace_prefix + name
+    queue.connection.hset(key, "birth", "now")
+    yield name
+    queue.connection.delete(key)
+
+
+def test_a_job_a_live_worker_holds_or_one_finished_is_never_moved(
+    queue: Queue, live_worker: str
+) -> None:
+    running = dequeued_by_a_dying_worker(queue)
+    executed_by(running, live_worker, started=False)
+    started = dequeued_by_a_dying_worker(queue)
+    executed_by(started, live_worker, started=True)
     finished = dequeued_by_a_dying_worker(queue)
     finished.set_status(JobStatus.FINISHED)
     clock = Clock()
@@ -100,6 +131,28 @@ def test_a_job_a_worker_started_or_finished_is_never_moved(queue: Queue) -> None
     assert sweep.sweep([queue]) == []
     assert listed(queue) == []
     assert sorted(intermediate(queue)) == sorted([running.id, finished.id])
+    assert started.get_status(refresh=True) == JobStatus.STARTED
+
+
+@pytest.mark.parametrize("started", [False, True], ids=["taken", "started"])
+def test_a_job_whose_worker_is_gone_goes_back_on_its_queue_and_runs(
+    queue: Queue, started: bool
+) -> None:
+    """The worker made its execution (and, `started`, marked the job started) and died;
+    the supervisor removed its registration (rq has none for it)."""
+    job = dequeued_by_a_dying_worker(queue)
+    executed_by(job, f"{queue.name}-gone", started=started)
+    clock = Clock()
+    sweep = StrandedSweep(clock)
+    assert sweep.sweep([queue]) == []
+    clock.now += STRANDED_AFTER_S
+    assert sweep.sweep([queue]) == [job.id]
+    assert (listed(queue), intermediate(queue)) == ([job.id], [])
+    assert queue.started_job_registry.get_job_and_execution_ids(cleanup=False) == []
+    assert job.get_status(refresh=True) == JobStatus.QUEUED
+    worker = SimpleWorker([queue], connection=queue.connection, serializer=JSONSerializer)
+    assert worker.work(burst=True)
+    assert job.return_value(refresh=True) == 3
 
 
 def test_an_id_that_left_the_list_between_sweeps_starts_its_grace_again(queue: Queue) -> None:
@@ -119,12 +172,14 @@ def test_an_id_that_left_the_list_between_sweeps_starts_its_grace_again(queue: Q
 
 def test_sweepers_racing_move_a_stranded_job_once(queue: Queue) -> None:
     job = dequeued_by_a_dying_worker(queue)
+    [stranded] = stranded_jobs(queue)
+    assert stranded == Stranded(job.id, JobStatus.QUEUED.value)
     start = threading.Barrier(8)
     results: list[bool] = []
 
     def move() -> None:
         start.wait()
-        results.append(requeue(queue, job.id))
+        results.append(requeue(queue, stranded))
 
     threads = [threading.Thread(target=move) for _ in range(8)]
     for thread in threads:
