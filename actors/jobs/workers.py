@@ -124,6 +124,15 @@ def forget_worker(connection: redis.Redis, name: str, queue: str) -> None:
 
 
 @dataclass
+class DeadWorker:
+    """A worker that died, and whether its rq registration was removed yet."""
+
+    name: str
+    queue: str
+    forgotten: bool = False
+
+
+@dataclass
 class WorkerProcess:
     name: str
     process: subprocess.Popen[bytes]
@@ -176,6 +185,9 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        # dead workers whose registration or death handling met a Redis error: tried again
+        # every round until both are done (their dispatches are settled only then)
+        self._unsettled: dict[str, DeadWorker] = {}
 
     @property
     def workers(self) -> list[WorkerProcess]:
@@ -193,7 +205,8 @@ class WorkerPool:
         return self
 
     def supervise_once(self) -> list[str]:
-        """Replace every worker that has died; the names of the dead ones."""
+        """Replace every worker that has died, and settle the deaths not settled yet
+        (forget its registration, then `on_death`); the names of the newly dead ones."""
         dead: list[str] = []
         with self._lock:
             for index, worker in enumerate(self._workers):
@@ -201,11 +214,16 @@ class WorkerPool:
                     continue
                 worker.signal_group(signal.SIGKILL)  # anything left in its session
                 dead.append(worker.name)
-                self._forget(worker.name, worker.queue)
-                self._notify(worker.name)
+                self._unsettled[worker.name] = DeadWorker(worker.name, worker.queue)
                 self._workers[index] = self._spawn(worker.queue, scheduler=worker.scheduler)
                 self.restarts += 1
                 log.warning("rq worker %s died (pid %d); restarted", worker.name, worker.pid)
+            for name, death in list(self._unsettled.items()):
+                if self._stopping.is_set():
+                    break
+                death.forgotten = death.forgotten or self._forget(death.name, death.queue)
+                if death.forgotten and self._notify(death.name):
+                    del self._unsettled[name]
         return dead
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
@@ -245,7 +263,8 @@ class WorkerPool:
         )  # fmt: skip
         return WorkerProcess(name, process, queue, scheduler)
 
-    def _forget(self, name: str, queue: str) -> None:
+    def _forget(self, name: str, queue: str) -> bool:
+        """Whether the dead worker's registration is gone (False: Redis refused)."""
         try:
             connection = redis.Redis.from_url(self.url)
             try:
@@ -253,15 +272,21 @@ class WorkerPool:
             finally:
                 connection.close()
         except redis.RedisError as error:
-            log.warning("cannot forget rq worker %s: %s", name, error_text(error))
+            log.warning("cannot forget rq worker %s yet: %s", name, error_text(error))
+            return False
+        return True
 
-    def _notify(self, name: str) -> None:
+    def _notify(self, name: str) -> bool:
+        """Whether `on_death` ran through (False: it raised; tried again next round)."""
         if self._on_death is None:
-            return
+            return True
         try:
             self._on_death(name)
         except Exception as error:
-            log.error("handling the death of rq worker %s failed: %s", name, error_report(error))
+            log.error("handling the death of rq worker %s failed, trying again: %s", name,
+                      error_report(error))  # fmt: skip
+            return False
+        return True
 
 
 def wait_registered(url: str, names: list[str], timeout_s: float) -> bool:

@@ -215,3 +215,34 @@ def test_a_runtime_worker_runs_a_job_left_stranded_by_a_dead_one(
         pool.stop()
     assert job.return_value(refresh=True) == 3
     assert intermediate(queue) == []
+
+
+def test_a_death_whose_handling_failed_is_handled_again_next_round(
+    queue: Queue, redis_url: str
+) -> None:
+    """Reconciliation after a worker's death can meet a Redis that is restarting; it ran
+    once and was never tried again, leaving that worker's dispatch unsettled."""
+    calls: list[str] = []
+
+    def on_death(name: str) -> None:
+        calls.append(name)
+        if len(calls) == 1:
+            raise redis.ConnectionError("Redis is restarting")
+
+    pool = WorkerPool(
+        redis_url, queue.name, count=1, name_prefix=f"{queue.name}-w", env=worker_env(),
+        on_death=on_death, poll_s=3600, backstops=False,
+    )  # fmt: skip
+    pool.start()
+    try:
+        [worker] = pool.workers
+        worker.process.kill()
+        worker.process.wait()
+        assert pool.supervise_once() == [worker.name]
+        assert calls == [worker.name]
+        assert pool.supervise_once() == []
+        assert calls == [worker.name, worker.name]
+        pool.supervise_once()
+        assert calls == [worker.name, worker.name]  # settled: not called again
+    finally:
+        pool.stop()
