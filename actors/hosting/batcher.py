@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -62,6 +62,8 @@ class HostBatcher:
     max_batch: int = DEFAULT_MAX_BATCH
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     batches_sent: int = 0
+    # batch size -> batches sent (a pool's batchers share their pool's tally)
+    sizes: Counter[int] = field(default_factory=Counter)
     _queue: deque[tuple[BatchItem, asyncio.Future[Any]]] = field(default_factory=deque)
     _in_flight: int = 0
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -100,6 +102,7 @@ class HostBatcher:
 
     async def _deliver(self, batch: Sequence[tuple[BatchItem, asyncio.Future[Any]]]) -> None:
         self.batches_sent += 1
+        self.sizes[len(batch)] += 1
         try:
             answers = await self.host.run_batch.remote([item for item, _ in batch])
         except Exception as error:  # the call itself failed: every caller learns it
@@ -123,6 +126,7 @@ class BatcherPool:
     def __init__(self, *, max_batch: int = DEFAULT_MAX_BATCH, max_in_flight: int = 2) -> None:
         self.max_batch = max_batch
         self.max_in_flight = max_in_flight
+        self._sizes: Counter[int] = Counter()
         self._by_loop: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[int, HostBatcher]
         ] = weakref.WeakKeyDictionary()
@@ -131,9 +135,13 @@ class BatcherPool:
         batchers = self._by_loop.setdefault(asyncio.get_running_loop(), {})
         batcher = batchers.get(id(host))
         if batcher is None or batcher.host is not host:
-            batcher = HostBatcher(host, self.max_batch, self.max_in_flight)
+            batcher = HostBatcher(host, self.max_batch, self.max_in_flight, sizes=self._sizes)
             batchers[id(host)] = batcher
         return batcher
+
+    def batch_sizes(self) -> Counter[int]:
+        """How many batches of each size this pool's batchers sent, in every loop."""
+        return Counter(self._sizes)
 
     def clear(self) -> None:
         self._by_loop = weakref.WeakKeyDictionary()
