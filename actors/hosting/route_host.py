@@ -27,7 +27,8 @@ fire at once; with a dispatcher it then reconciles the pending dispatches
 (`actors.jobs.dispatch.reconcile`); then it loads the catalogue (compiling its rules takes
 ~1.3 s of CPU, which would otherwise stall the round of the host's first failure report)
 and freezes the GC generations (`gc.freeze()`) so long-lived route state and the rules stay
-out of full collections, which are the tail of timer lateness (docs/DESIGN.md §5a).
+out of full collections, which are the tail of timer lateness (docs/DESIGN.md §5a), and
+raises the young generation's threshold (actors/hosting/host_gc.py).
 Calls wait for rehydration to finish.
 
 Declared as a plain class; the runtime wraps it with `ray.remote(max_restarts=-1,
@@ -41,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import logging
 import os
 from collections.abc import Sequence
@@ -66,6 +66,7 @@ from actors.hosting import memory as host_memory
 from actors.hosting.batcher import BatchItem, HostRequest, ReadHistory, ReadSnapshot
 from actors.hosting.circuit_client import ActorCircuits
 from actors.hosting.host_dispatch import HostDispatch
+from actors.hosting.host_gc import settle_host_gc
 from actors.hosting.host_wakes import WakeFollower
 from actors.hosting.memory import HostMemory
 from actors.hosting.metrics import circuit_metrics, notice_metrics, route_metrics
@@ -250,8 +251,7 @@ class RouteHost:
                     error_text(error),
                 )
         default_catalogue()  # its rules compile now (~1.3 s of CPU), not in a first report
-        gc.collect()
-        gc.freeze()
+        settle_host_gc()
         log.info("route host %s rehydrated %d schedules", self.host_id, len(entries))
 
     async def _own_schedules(self) -> list[ScheduleEntry]:
