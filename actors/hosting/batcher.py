@@ -10,7 +10,10 @@ the batch becomes one pipelined read and one pipelined write (actors/engine/batc
 
 Items are route requests as values: a RouteCommand, or a read (ReadSnapshot,
 ReadHistory). Answers are per item: a host returns each item's exception as a value, and
-the batcher raises it to that item's caller only. A failure of the Ray call itself (the
+the batcher raises it to that item's caller only. A RouteHost answers through
+`run_compact` (each distinct document once per batch: actors/hosting/wire.py), which
+keeps a batch of 256 snapshots under Ray's 100 KB limit for inline replies; a host
+without it through `run_batch`. A failure of the Ray call itself (the
 host cannot be reached, or a task error) is raised to every caller of that batch; a
 RecoveryError inside a RayTaskError is raised as itself.
 """
@@ -27,6 +30,7 @@ from typing import Any, Final
 import ray
 
 from actors.errors import RecoveryError
+from actors.hosting.wire import unpack
 from actors.routes.commands import RouteCommand
 
 DEFAULT_MAX_BATCH: Final = 1024
@@ -66,6 +70,7 @@ class HostBatcher:
     sizes: Counter[int] = field(default_factory=Counter)
     _queue: deque[tuple[BatchItem, asyncio.Future[Any]]] = field(default_factory=deque)
     _in_flight: int = 0
+    _compact: bool | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -103,8 +108,14 @@ class HostBatcher:
     async def _deliver(self, batch: Sequence[tuple[BatchItem, asyncio.Future[Any]]]) -> None:
         self.batches_sent += 1
         self.sizes[len(batch)] += 1
+        items = [item for item, _ in batch]
         try:
-            answers = await self.host.run_batch.remote([item for item, _ in batch])
+            if self._compact is None:  # a host that answers compact replies, or a plain one
+                self._compact = hasattr(self.host, "run_compact")
+            if self._compact:
+                answers = unpack(await self.host.run_compact.remote(items))
+            else:
+                answers = await self.host.run_batch.remote(items)
         except Exception as error:  # the call itself failed: every caller learns it
             failure = unwrap(error)
             for _, future in batch:

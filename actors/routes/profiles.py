@@ -220,6 +220,12 @@ class _DocumentMemo:
 _DOCUMENTS: Final = _DocumentMemo(DOCUMENTS_KEPT)
 
 
+def remembered_profile(stored: JsonValue) -> RouteProfile | None:
+    """The profile this very document was parsed as, while remembered (None: not parsed
+    lately, or not a valid profile). Equal documents give the same profile object."""
+    return _DOCUMENTS.get(stored)
+
+
 def profile_from_json(route_id: str, stored: JsonValue) -> RouteProfile:
     """The profile a route stored. A route without one, or with one that is not a JSON
     object or not a valid profile, raises CorruptProfileError (never a guess at a
