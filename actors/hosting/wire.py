@@ -24,6 +24,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from actors.routes.models import RouteSnapshot
 from actors.routes.profiles import remembered_profile
+from actors.routes.trusted import snapshot_of_validated
 
 DOCUMENTS: Final = ("profile", "policy_snapshot", "cycle")
 _FIELDS: Final = tuple(RouteSnapshot.model_fields)
@@ -132,12 +133,5 @@ def unpack(reply: WireBatch) -> list[Any]:
 
 
 def _snapshot(values: dict[str, Any], fields_set: int) -> RouteSnapshot:
-    """The snapshot of validated field values, built as unpickling builds it (pydantic's
-    own __setstate__: no validation, no copy)."""
-    names = set(_FIELDS) if fields_set == _ALL_SET else {n for n in _FIELDS if fields_set & _BIT[n]}
-    snapshot = RouteSnapshot.__new__(RouteSnapshot)
-    snapshot.__setstate__(
-        {"__dict__": values, "__pydantic_fields_set__": names, "__pydantic_extra__": None,
-         "__pydantic_private__": None}
-    )  # fmt: skip
-    return snapshot
+    names = None if fields_set == _ALL_SET else {n for n in _FIELDS if fields_set & _BIT[n]}
+    return snapshot_of_validated(values, names)
