@@ -26,7 +26,7 @@ class Pair:
     runtime_cpu: CpuSpent
     raw: Figure
     raw_cpu: CpuSpent
-    raw_in_flight: int  # pipelines in flight of the best raw burst of the pair
+    raw_in_flight: int  # pipelines in flight of the raw burst
     batch_sizes: Counter[int]  # the runtime burst's Ray calls, by batch size
 
     @property

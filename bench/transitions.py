@@ -21,8 +21,8 @@ Measured in one run, per fleet:
 - `runtime` (the headline) and `raw_cas`, alternately: `--pairs` ABAB pairs, each on
   routes of its own. `runtime`: route handles, at most `--window` reports in flight.
   `raw_cas`: the same transition.lua script with the same arguments, prepared beforehand,
-  sent as pipelines of `--batch` from one redis.asyncio client with 1..`--inflight`
-  pipelines in flight (the pair's best). `ratio` = the median of the pairs'
+  sent as pipelines of `--batch` from one redis.asyncio client with `--inflight`
+  pipelines in flight. `ratio` = the median of the pairs'
   runtime / raw_cas (a drift of the machine weighs on both sides of a pair).
 - `service` (context, on at most `--context-routes` routes, like `apply_many`):
   RouteService.report_failure in this process, no Ray, at most `--concurrency` reports
@@ -60,7 +60,7 @@ from typing import Any, Final
 
 import runtime_burst
 from bench_common import Figure, chunks, delete_keys, ms, percentile, redis_url
-from cpu_meter import CpuMeter, CpuSpent
+from cpu_meter import CpuMeter
 from redis.asyncio import Redis
 from transition_pairs import Pair, pairs_summary, with_cpu
 
@@ -213,7 +213,7 @@ class Fleet:
     the in-process paths' routes; what planning and encoding the raw calls cost."""
 
     size: int
-    pairs: list[tuple[list[RouteHandle], list[list[Call]]]]
+    pairs: list[tuple[list[RouteHandle], list[Call]]]
     service: list[RouteSnapshot]
     batches: list[RouteSnapshot]
     plan_s: float
@@ -222,16 +222,13 @@ class Fleet:
 
 async def start_measured_fleet(rig: Rig, size: int) -> Fleet:
     options = rig.options
-    pairs: list[tuple[list[RouteHandle], list[list[Call]]]] = []
+    pairs: list[tuple[list[RouteHandle], list[Call]]] = []
     plan_s = encode_s = 0.0
     for n in range(options.pairs):
         handles = await start_runtime_fleet(rig, f"ray{size}p{n}", size)
-        raws: list[list[Call]] = []
-        for k in range(options.inflight):
-            prepared = prepare_calls(rig, await start_fleet(rig, f"raw{size}p{n}x{k}", size))
-            raws.append(prepared.calls)
-            plan_s, encode_s = prepared.plan_s, prepared.encode_s
-        pairs.append((handles, raws))
+        prepared = prepare_calls(rig, await start_fleet(rig, f"raw{size}p{n}", size))
+        plan_s, encode_s = prepared.plan_s, prepared.encode_s
+        pairs.append((handles, prepared.calls))
     context_size = min(size, options.context_routes)
     service = await start_fleet(rig, f"svc{size}", context_size)
     batches = await start_fleet(rig, f"bat{size}", context_size)
@@ -373,11 +370,8 @@ def call_of(keys: KeySpace, transition: Transition, context: RouteContext) -> Ca
     return names, transition_request(transition, context.now, DEFAULT_EVENTS_MAXLEN)
 
 
-async def measure_pair(
-    rig: Rig, handles: Sequence[RouteHandle], raws: Sequence[Sequence[Call]]
-) -> Pair:
-    """The runtime burst, then the raw CAS with 1..`--inflight` pipelines in flight (the
-    best of them is the pair's raw figure)."""
+async def measure_pair(rig: Rig, handles: Sequence[RouteHandle], calls: Sequence[Call]) -> Pair:
+    """The runtime burst, then the raw CAS (`--inflight` pipelines in flight)."""
     window = rig.options.window
     pool = handles[0].batchers  # the runtime's one pool, shared by every handle
     sizes_before = pool.batch_sizes()
@@ -385,16 +379,11 @@ async def measure_pair(
         lambda: runtime_burst.burst(handles, EVIDENCE, SAFE_TURN, window, EXPECTED_STATE)
     )
     sizes = pool.batch_sizes() - sizes_before
-    raw_figures = [await measure_raw(rig, calls, n + 1) for n, calls in enumerate(raws)]
-    best = max(raw_figures, key=lambda measured: measured[0].per_s)
-    for figure in (runtime, *(f for f, _ in raw_figures)):
+    raw, raw_cpu = await rig.meter.measure(lambda: raw_cas(rig, calls, rig.options.inflight))
+    for figure in (runtime, raw):
         if figure.transitions != len(handles):
             raise RuntimeError(f"{figure.transitions} of {len(handles)} transitions applied")
-    return Pair(runtime, runtime_cpu, best[0], best[1], raw_figures.index(best) + 1, sizes)
-
-
-async def measure_raw(rig: Rig, calls: Sequence[Call], inflight: int) -> tuple[Figure, CpuSpent]:
-    return await rig.meter.measure(lambda: raw_cas(rig, calls, inflight))
+    return Pair(runtime, runtime_cpu, raw, raw_cpu, rig.options.inflight, sizes)
 
 
 async def start_warm_up(rig: Rig) -> tuple[list[RouteSnapshot], list[RouteHandle]]:
