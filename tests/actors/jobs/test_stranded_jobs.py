@@ -45,7 +45,8 @@ def dequeued_by_a_dying_worker(queue: Queue) -> Job:
     """A job enqueued, then moved to the intermediate list as rq's dequeue moves it."""
     job = queue.enqueue("operator.add", 1, 2)
     moved = queue.connection.lmove(queue.key, queue.intermediate_queue_key)
-    assert moved is not None and moved.decode() == job.id
+    assert moved is not None
+    assert moved.decode() == job.id
     return job
 
 
@@ -135,4 +136,3 @@ def test_the_sweep_is_at_most_once_per_interval() -> None:
     assert not sweep.due()
     clock.now += 0.5
     assert sweep.due()
-
