@@ -25,7 +25,6 @@ class Figure:
     cpu_s: float
     latencies_s: list[float]
     from_burst_s: list[float]
-    redis_cpu_s: float = 0.0
 
     @property
     def per_s(self) -> float:
@@ -40,7 +39,6 @@ class Figure:
             "from_burst_p50_ms": ms(percentile(self.from_burst_s, 0.50)),
             "from_burst_p99_ms": ms(percentile(self.from_burst_s, 0.99)),
             "client_cpu_per_wall": round(self.cpu_s / self.elapsed_s, 2),
-            "redis_cpu_per_wall": round(self.redis_cpu_s / self.elapsed_s, 2),
         }
 
 

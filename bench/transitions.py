@@ -7,18 +7,33 @@ read and one pipelined write (bench/runtime_burst.py). What a report costs there
 the Ray call share, failure -> classification -> policy decision -> one fenced Lua
 transition -> the snapshot back to the caller.
 
-Per fleet (`--routes`, default 1k and 10k), every route is started, then every route
-reports a transient failure (Anthropic 529 "overloaded", classified by the shipped
-catalogue on each report; an effect-safe turn). Measured side by side in one run:
-- `runtime` (the headline): handles, at most `--window` reports in flight.
-- `service`: RouteService.report_failure in this process, no Ray, at most
-  `--concurrency` reports in flight (each reads the snapshot, plans, applies).
+Per fleet (`--routes`, default 10k), every route is started before the first burst (a
+route started on an open circuit starts parked; the runtime's routes are written here as
+their owning host would write them, and each host reads them at their first report, as a
+restarted host does), then every route reports a
+transient failure (Anthropic 529 "overloaded", classified by the shipped catalogue on each
+report; an effect-safe turn). A warm-up burst opens the provider's circuit first, and it
+stays open for the run (runtime_burst.CIRCUIT_OPEN_S), so every measured runtime report
+parks on it: inside each runtime figure are the circuit host's round (the parking), the
+request-id record every report carries (written by the transition script) and the
+circuit read; no transcript notice is written (the routes have no task id).
+Measured in one run, per fleet:
+- `runtime` (the headline) and `raw_cas`, alternately: `--pairs` ABAB pairs, each on
+  routes of its own. `runtime`: route handles, at most `--window` reports in flight.
+  `raw_cas`: the same transition.lua script with the same arguments, prepared beforehand,
+  sent as pipelines of `--batch` from one redis.asyncio client with `--inflight`
+  pipelines in flight. `ratio` = the median of the pairs'
+  runtime / raw_cas (a drift of the machine weighs on both sides of a pair).
+- `service` (context, on at most `--context-routes` routes, like `apply_many`):
+  RouteService.report_failure in this process, no Ray, at most `--concurrency` reports
+  in flight (each reads the snapshot, plans, applies).
 - `apply_many`: snapshots held in memory, batches of `--batch` planned and sent as one
   RouteStore.apply_many pipeline, up to `--inflight` batches at once.
-- `raw_cas`: the same transition.lua script with the same arguments, prepared beforehand,
-  sent as pipelines of the same batch size from one redis.asyncio client: the best one
-  client gets (the best over 1..`--inflight` pipelines in flight). `ratio` = runtime /
-  raw_cas.
+CPU per transition, per side, for every burst (bench/cpu_meter.py): the driver (this
+process), the route hosts (`host_cpu_us_per_transition`), the circuit hosts, and Redis
+(INFO cpu, and INFO commandstats per command); for the runtime, the distribution of
+batch sizes (items per Ray call to a host). The headline CPU figures are the medians over
+the pairs of the largest fleet.
 Latency is per transition, from the caller's report to the returned snapshot (from the
 call once a window slot is free; the time from the burst's start is reported beside it).
 `single_p50_ms`: `--single` reports through route handles, one at a time. Redis is an
@@ -38,19 +53,24 @@ import statistics
 import sys
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 import runtime_burst
 from bench_common import Figure, chunks, delete_keys, ms, percentile, redis_url
+from cpu_meter import CpuMeter
 from redis.asyncio import Redis
+from transition_pairs import Pair, pairs_summary, with_cpu
 
 from actors.clock import SystemClock
 from actors.engine.service import RouteService
+from actors.hosting.handle import RouteHandle
+from actors.hosting.names import host_id
 from actors.hosting.runtime import RecoveryRuntime
 from actors.keys import KeySpace
-from actors.routes.commands import ReportFailure, RouteContext, RouteSettings
+from actors.routes.commands import ReportFailure, RouteContext, RouteSettings, Start
 from actors.routes.models import RouteSnapshot, Transition
 from actors.routes.plan import plan
 from actors.store.route_codec import transition_request
@@ -82,6 +102,7 @@ SAFE_TURN: Final = TurnEvidence(
     partial_utility_result=False, ambiguous_delivery=False,
 )  # fmt: skip
 EXPECTED_STATE: Final = "retry_wait"
+START_BATCH: Final = 256  # routes started per pipeline (setup, not measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +114,8 @@ class Options:
     single: int
     hosts: int
     window: int
+    pairs: int
+    context_routes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +129,7 @@ class Rig:
     settings: RouteSettings
     options: Options
     runtime: RecoveryRuntime
+    meter: CpuMeter
 
 
 def bench_profile() -> DynamicProfile:
@@ -153,21 +177,62 @@ async def bounded(concurrency: int, jobs: Sequence[Callable[[], Awaitable[None]]
 
 
 async def start_fleet(rig: Rig, tag: str, size: int) -> list[RouteSnapshot]:
+    """`size` routes started in this process, in batches (one pipeline each)."""
+    return await start_routes(rig.service, [f"{tag}-{n}" for n in range(size)])
+
+
+async def start_routes(service: RouteService, route_ids: Sequence[str]) -> list[RouteSnapshot]:
     profile = bench_profile()
     started: list[RouteSnapshot] = []
-
-    def job(route_id: str) -> Callable[[], Awaitable[None]]:
-        async def start() -> None:
-            invocation = f"inv-{route_id}"
-            snapshot = await rig.service.start(
-                route_id, profile, caller="kanban", invocation_id=invocation
-            )
-            started.append(snapshot)
-
-        return start
-
-    await bounded(rig.options.concurrency, [job(f"{tag}-{n}") for n in range(size)])
+    for part in chunks(route_ids, START_BATCH):
+        items = [(r, Start(profile, "kanban", f"inv-{r}")) for r in part]
+        for outcome in await service.run_many(items):
+            if not isinstance(outcome, RouteSnapshot) or outcome.state != "active":
+                raise RuntimeError(f"expected a started route, got {outcome!r}")
+            started.append(outcome)
     return started
+
+
+async def start_runtime_fleet(rig: Rig, tag: str, size: int) -> list[RouteHandle]:
+    """`size` routes of the runtime, started here as their owning host would write them
+    (its host id, the runtime's settings: setup, so no Ray call each); each host reads
+    them when they are first touched, as a restarted host does. Their handles."""
+    runtime, by_host = rig.runtime, defaultdict[int, list[str]](list)
+    for n in range(size):
+        by_host[runtime.host_index(f"{tag}-{n}")].append(f"{tag}-{n}")
+    for index, route_ids in by_host.items():
+        settings = runtime.settings.route_settings(host_id(index))
+        await start_routes(RouteService(rig.store, SystemClock(), settings=settings), route_ids)
+    return [runtime.route(f"{tag}-{n}") for n in range(size)]
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """One fleet size's routes, all started before the first burst: per ABAB pair, the
+    runtime's handles and the raw path's prepared calls (one set per pipelines in flight);
+    the in-process paths' routes; what planning and encoding the raw calls cost."""
+
+    size: int
+    pairs: list[tuple[list[RouteHandle], list[Call]]]
+    service: list[RouteSnapshot]
+    batches: list[RouteSnapshot]
+    plan_s: float
+    encode_s: float
+
+
+async def start_measured_fleet(rig: Rig, size: int) -> Fleet:
+    options = rig.options
+    pairs: list[tuple[list[RouteHandle], list[Call]]] = []
+    plan_s = encode_s = 0.0
+    for n in range(options.pairs):
+        handles = await start_runtime_fleet(rig, f"ray{size}p{n}", size)
+        prepared = prepare_calls(rig, await start_fleet(rig, f"raw{size}p{n}", size))
+        plan_s, encode_s = prepared.plan_s, prepared.encode_s
+        pairs.append((handles, prepared.calls))
+    context_size = min(size, options.context_routes)
+    service = await start_fleet(rig, f"svc{size}", context_size)
+    batches = await start_fleet(rig, f"bat{size}", context_size)
+    return Fleet(size, pairs, service, batches, plan_s, encode_s)
 
 
 # The measured paths
@@ -305,35 +370,34 @@ def call_of(keys: KeySpace, transition: Transition, context: RouteContext) -> Ca
     return names, transition_request(transition, context.now, DEFAULT_EVENTS_MAXLEN)
 
 
-async def single_reports(rig: Rig) -> list[float]:
-    """One report at a time through a route handle (a Ray call to its host each)."""
-    handles = await runtime_burst.start_fleet(
-        rig.runtime, bench_profile(), "single", rig.options.single, 1
+async def measure_pair(rig: Rig, handles: Sequence[RouteHandle], calls: Sequence[Call]) -> Pair:
+    """The runtime burst, then the raw CAS (`--inflight` pipelines in flight)."""
+    window = rig.options.window
+    pool = handles[0].batchers  # the runtime's one pool, shared by every handle
+    sizes_before = pool.batch_sizes()
+    runtime, runtime_cpu = await rig.meter.measure(
+        lambda: runtime_burst.burst(handles, EVIDENCE, SAFE_TURN, window, EXPECTED_STATE)
     )
-    settle()
-    return await runtime_burst.single_reports(handles, EVIDENCE, SAFE_TURN)
+    sizes = pool.batch_sizes() - sizes_before
+    raw, raw_cpu = await rig.meter.measure(lambda: raw_cas(rig, calls, rig.options.inflight))
+    for figure in (runtime, raw):
+        if figure.transitions != len(handles):
+            raise RuntimeError(f"{figure.transitions} of {len(handles)} transitions applied")
+    return Pair(runtime, runtime_cpu, raw, raw_cpu, rig.options.inflight, sizes)
 
 
-async def redis_cpu_s(client: Redis) -> float:
-    cpu = await client.info("cpu")
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
-
-
-async def with_redis_cpu(client: Redis, measured: Awaitable[Figure]) -> Figure:
-    """The figure with the CPU the Redis server used meanwhile (INFO cpu, 10 ms ticks)."""
-    began = await redis_cpu_s(client)
-    figure = await measured
-    return replace(figure, redis_cpu_s=await redis_cpu_s(client) - began)
-
-
-async def warm_up(rig: Rig) -> None:
-    """Load the catalogue, build the validators and open the connections first."""
+async def start_warm_up(rig: Rig) -> tuple[list[RouteSnapshot], list[RouteHandle]]:
+    """The warm-up's routes, in this process and through the runtime."""
     fleet = await start_fleet(rig, "warm", 2 * rig.options.concurrency)
+    handles = await start_runtime_fleet(rig, "warm-ray", 2 * rig.options.window)
+    return fleet, handles
+
+
+async def warm_up(rig: Rig, warm: tuple[list[RouteSnapshot], list[RouteHandle]]) -> None:
+    """Load the catalogue, build the validators and open the connections first; this
+    burst opens the provider's circuit, which stays open for the whole run."""
+    fleet, handles = warm
     await burst_through_service(rig, fleet)
-    size = 2 * rig.options.window
-    handles = await runtime_burst.start_fleet(
-        rig.runtime, bench_profile(), "warm-ray", size, rig.options.window
-    )
     await runtime_burst.burst(handles, EVIDENCE, SAFE_TURN, rig.options.window, EXPECTED_STATE)
 
 
@@ -343,40 +407,22 @@ def settle() -> None:
     gc.freeze()
 
 
-async def measure_fleet(rig: Rig, size: int) -> dict[str, Any]:
-    window = rig.options.window
-    by_runtime = await runtime_burst.start_fleet(
-        rig.runtime, bench_profile(), f"ray{size}", size, window
-    )
-    by_service = await start_fleet(rig, f"svc{size}", size)
-    by_batches = await start_fleet(rig, f"bat{size}", size)
-    raw_fleets = [
-        await start_fleet(rig, f"raw{size}x{n}", size) for n in range(rig.options.inflight)
-    ]
-    prepared = [prepare_calls(rig, fleet) for fleet in raw_fleets]
-    settle()
-    through_runtime = runtime_burst.burst(by_runtime, EVIDENCE, SAFE_TURN, window, EXPECTED_STATE)
-    runtime = await with_redis_cpu(rig.raw, through_runtime)
-    service = await with_redis_cpu(rig.raw, burst_through_service(rig, by_service))
-    batches = await with_redis_cpu(rig.raw, burst_through_apply_many(rig, by_batches))
-    raws = [
-        await with_redis_cpu(rig.raw, raw_cas(rig, p.calls, n + 1)) for n, p in enumerate(prepared)
-    ]
-    raw = max(raws, key=lambda figure: figure.per_s)
-    for figure in (runtime, service, batches, *raws):
-        if figure.transitions != size:
-            raise RuntimeError(f"{figure.transitions} of {size} transitions applied")
+async def measure_fleet(rig: Rig, fleet: Fleet) -> dict[str, Any]:
+    """The fleet's ABAB pairs (runtime burst, then raw CAS), then the in-process paths."""
+    pairs = [await measure_pair(rig, handles, raws) for handles, raws in fleet.pairs]
+    service = await rig.meter.measure(lambda: burst_through_service(rig, fleet.service))
+    batches = await rig.meter.measure(lambda: burst_through_apply_many(rig, fleet.batches))
+    for figure, _ in (service, batches):
+        if figure.transitions != len(fleet.service):
+            raise RuntimeError(f"{figure.transitions} of {len(fleet.service)} transitions applied")
     return {
-        "routes": size,
-        "ratio": round(runtime.per_s / raw.per_s, 3),
-        "runtime": runtime.summary(),
-        "service": service.summary(),
-        "apply_many": batches.summary(),
-        "raw_cas": {**raw.summary(), "pipelines_in_flight": raws.index(raw) + 1},
-        "raw_cas_by_in_flight": [round(figure.per_s, 1) for figure in raws],
+        "routes": fleet.size,
+        **pairs_summary(pairs),
+        "service": with_cpu(*service),
+        "apply_many": with_cpu(*batches),
         "client_cpu_us_per_transition": {
-            "plan": round(1e6 * prepared[0].plan_s / size, 1),
-            "encode": round(1e6 * prepared[0].encode_s / size, 1),
+            "plan": round(1e6 * fleet.plan_s / fleet.size, 1),
+            "encode": round(1e6 * fleet.encode_s / fleet.size, 1),
         },
     }
 
@@ -392,22 +438,32 @@ async def run(options: Options) -> dict[str, Any]:
         store = RouteStore.connect(url, clock=clock, keys=keys)
         raw: Redis = Redis.from_url(url, decode_responses=True)
         runtime = runtime_burst.start_runtime(url, keys.prefix, options.hosts)
-        rig = Rig(
-            RouteService(store, clock, settings=settings), store, raw, keys, settings, options,
-            runtime,
-        )  # fmt: skip
         try:
+            meter = CpuMeter(
+                raw, await runtime_burst.process_ids(runtime.hosts),
+                await runtime_burst.process_ids(runtime.circuit_host_handles),
+            )  # fmt: skip
+            rig = Rig(
+                RouteService(store, clock, settings=settings), store, raw, keys, settings,
+                options, runtime, meter,
+            )  # fmt: skip
             info = await raw.info("server")
-            await warm_up(rig)
-            single = await single_reports(rig)
-            fleets = [await measure_fleet(rig, size) for size in options.fleets]
+            # Every fleet is started before the first burst opens the circuit (a route
+            # started on an open circuit starts parked, and could not take the report).
+            warm = await start_warm_up(rig)
+            single_handles = await start_runtime_fleet(rig, "single", options.single)
+            fleets = [await start_measured_fleet(rig, size) for size in options.fleets]
+            await warm_up(rig, warm)
+            settle()
+            single = await runtime_burst.single_reports(single_handles, EVIDENCE, SAFE_TURN)
+            figures = [await measure_fleet(rig, fleet) for fleet in fleets]
         finally:
             gc.unfreeze()
             runtime_burst.stop_runtime(runtime)
             await delete_keys(raw, keys)
             await raw.aclose()
             await store.aclose()
-    return report(options, fleets, single, server, str(info.get("redis_version")))
+    return report(options, figures, single, server, str(info.get("redis_version")))
 
 
 def report(
@@ -418,20 +474,27 @@ def report(
     version: str,
 ) -> dict[str, Any]:
     largest = max(fleets, key=lambda fleet: int(fleet["routes"]))
-    best = largest["runtime"]
+    cpu = largest["runtime_cpu_us_per_transition"]
     return {
         "layer": LAYER,
         "routes": largest["routes"],
-        "transitions_per_s": best["transitions_per_s"],
-        "hosts": options.hosts,
-        "window": options.window,
-        "raw_cas_per_s": largest["raw_cas"]["transitions_per_s"],
         "ratio": largest["ratio"],
-        "p50_ms": best["p50_ms"],
-        "p99_ms": best["p99_ms"],
+        "host_cpu_us_per_transition": cpu["hosts"],
+        "circuit_host_cpu_us_per_transition": cpu["circuit_hosts"],
+        "driver_cpu_us_per_transition": cpu["driver"],
+        "redis_cpu_us_per_transition": cpu["redis"],
+        "raw_redis_cpu_us_per_transition": largest["raw_cpu_us_per_transition"]["redis"],
+        "transitions_per_s": largest["transitions_per_s"],
+        "raw_cas_per_s": largest["raw_cas_per_s"],
+        "pair_ratios": largest["pair_ratios"],
+        "batch_sizes": largest["batch_sizes"],
         "single_p50_ms": ms(statistics.median(single)),
         "single_p99_ms": ms(percentile(single, 0.99)),
         "single_reports": len(single),
+        "hosts": options.hosts,
+        "window": options.window,
+        "pairs": options.pairs,
+        "context_routes": options.context_routes,
         "batch": options.batch,
         "concurrency": options.concurrency,
         "inflight": options.inflight,
@@ -443,25 +506,31 @@ def report(
 
 def parse_options(argv: Sequence[str] | None = None) -> Options:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--routes", default="1000,10000", help="fleet sizes, comma separated")
+    parser.add_argument("--routes", default="10000", help="fleet sizes, comma separated")
     parser.add_argument("--batch", type=int, default=64, help="transitions per pipeline")
     parser.add_argument("--concurrency", type=int, default=16, help="service reports in flight")
     parser.add_argument("--inflight", type=int, default=2, help="pipelines in flight, at most")
     parser.add_argument("--single", type=int, default=500, help="one-at-a-time reports")
     parser.add_argument("--hosts", type=int, default=2, help="route hosts (Ray actors)")
     parser.add_argument("--window", type=int, default=512, help="handle reports in flight")
+    parser.add_argument("--pairs", type=int, default=3, help="ABAB pairs per fleet size")
+    parser.add_argument(
+        "--context-routes", type=int, default=2000, help="routes of the in-process paths, at most"
+    )
     args = parser.parse_args(argv)
     fleets = tuple(sorted(int(part) for part in args.routes.split(",") if part.strip()))
     for name, value in (("batch", args.batch), ("concurrency", args.concurrency),
                         ("inflight", args.inflight), ("single", args.single),
-                        ("hosts", args.hosts), ("window", args.window)):  # fmt: skip
+                        ("hosts", args.hosts), ("window", args.window), ("pairs", args.pairs),
+                        ("context-routes", args.context_routes)):  # fmt: skip
         if value < 1:
             parser.error(f"--{name} must be >= 1, got {value}")
     if not fleets or min(fleets) < 1:
         parser.error(f"--routes needs sizes >= 1, got {args.routes!r}")
     return Options(
-        fleets, args.batch, args.concurrency, args.inflight, args.single, args.hosts, args.window
-    )
+        fleets, args.batch, args.concurrency, args.inflight, args.single, args.hosts, args.window,
+        args.pairs, args.context_routes,
+    )  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

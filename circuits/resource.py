@@ -20,6 +20,7 @@ circuit it touches is the narrowest the evidence supports (README, "Circuit scop
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -80,6 +81,17 @@ def credential_fingerprint(binding: str, installation_key: bytes) -> str:
     return hmac.new(installation_key, binding.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+# A route round asks for the same few resources' ids many times (a report: up to 16), and
+# each is a JSON encode and a SHA-256; the ids of the resources seen lately are kept.
+_RESOURCE_IDS_KEPT: Final = 4096
+
+
+@functools.lru_cache(maxsize=_RESOURCE_IDS_KEPT)
+def _resource_id(provider: str, model: str | None, fingerprint: str | None) -> str:
+    canonical = json.dumps([provider, model, fingerprint], separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
 class ResourceKey(BaseModel):
     """One shared circuit's identity. `provider` alone is the provider-wide circuit; with a
     fingerprint it is one credential's; with a model too it is that model under that
@@ -114,10 +126,7 @@ class ResourceKey(BaseModel):
     @property
     def resource_id(self) -> str:
         """A stable id made of `[0-9a-f]` only, fit for storage keys and job ids."""
-        canonical = json.dumps(
-            [self.provider, self.model, self.credential_fingerprint], separators=(",", ":")
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+        return _resource_id(self.provider, self.model, self.credential_fingerprint)
 
     @property
     def label(self) -> str:

@@ -10,7 +10,10 @@ the batch becomes one pipelined read and one pipelined write (actors/engine/batc
 
 Items are route requests as values: a RouteCommand, or a read (ReadSnapshot,
 ReadHistory). Answers are per item: a host returns each item's exception as a value, and
-the batcher raises it to that item's caller only. A failure of the Ray call itself (the
+the batcher raises it to that item's caller only. A RouteHost answers through
+`run_compact` (each distinct document once per batch: actors/hosting/wire.py), which
+keeps a batch of 256 snapshots under Ray's 100 KB limit for inline replies; a host
+without it through `run_batch`. A failure of the Ray call itself (the
 host cannot be reached, or a task error) is raised to every caller of that batch; a
 RecoveryError inside a RayTaskError is raised as itself.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -27,6 +30,7 @@ from typing import Any, Final
 import ray
 
 from actors.errors import RecoveryError
+from actors.hosting.wire import unpack
 from actors.routes.commands import RouteCommand
 
 DEFAULT_MAX_BATCH: Final = 1024
@@ -62,8 +66,11 @@ class HostBatcher:
     max_batch: int = DEFAULT_MAX_BATCH
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     batches_sent: int = 0
+    # batch size -> batches sent (a pool's batchers share their pool's tally)
+    sizes: Counter[int] = field(default_factory=Counter)
     _queue: deque[tuple[BatchItem, asyncio.Future[Any]]] = field(default_factory=deque)
     _in_flight: int = 0
+    _compact: bool | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -100,8 +107,15 @@ class HostBatcher:
 
     async def _deliver(self, batch: Sequence[tuple[BatchItem, asyncio.Future[Any]]]) -> None:
         self.batches_sent += 1
+        self.sizes[len(batch)] += 1
+        items = [item for item, _ in batch]
         try:
-            answers = await self.host.run_batch.remote([item for item, _ in batch])
+            if self._compact is None:  # a host that answers compact replies, or a plain one
+                self._compact = hasattr(self.host, "run_compact")
+            if self._compact:
+                answers = unpack(await self.host.run_compact.remote(items))
+            else:
+                answers = await self.host.run_batch.remote(items)
         except Exception as error:  # the call itself failed: every caller learns it
             failure = unwrap(error)
             for _, future in batch:
@@ -123,6 +137,7 @@ class BatcherPool:
     def __init__(self, *, max_batch: int = DEFAULT_MAX_BATCH, max_in_flight: int = 2) -> None:
         self.max_batch = max_batch
         self.max_in_flight = max_in_flight
+        self._sizes: Counter[int] = Counter()
         self._by_loop: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[int, HostBatcher]
         ] = weakref.WeakKeyDictionary()
@@ -131,9 +146,13 @@ class BatcherPool:
         batchers = self._by_loop.setdefault(asyncio.get_running_loop(), {})
         batcher = batchers.get(id(host))
         if batcher is None or batcher.host is not host:
-            batcher = HostBatcher(host, self.max_batch, self.max_in_flight)
+            batcher = HostBatcher(host, self.max_batch, self.max_in_flight, sizes=self._sizes)
             batchers[id(host)] = batcher
         return batcher
+
+    def batch_sizes(self) -> Counter[int]:
+        """How many batches of each size this pool's batchers sent, in every loop."""
+        return Counter(self._sizes)
 
     def clear(self) -> None:
         self._by_loop = weakref.WeakKeyDictionary()

@@ -26,9 +26,8 @@ reads the pending schedules of the routes in its index set and arms them, so ove
 fire at once; with a dispatcher it then reconciles the pending dispatches
 (`actors.jobs.dispatch.reconcile`); then it loads the catalogue (compiling its rules takes
 ~1.3 s of CPU, which would otherwise stall the round of the host's first failure report)
-and freezes the GC generations (`gc.freeze()`) so long-lived route state and the rules stay
-out of full collections, which are the tail of timer lateness (docs/DESIGN.md §5a).
-Calls wait for rehydration to finish.
+and settles the collector (actors/hosting/host_gc.py; full collections are the tail of
+timer lateness, docs/DESIGN.md §5a). Calls wait for rehydration to finish.
 
 Declared as a plain class; the runtime wraps it with `ray.remote(max_restarts=-1,
 max_task_retries=-1)`. With task retries on, a call whose first attempt committed before
@@ -41,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import logging
 import os
 from collections.abc import Sequence
@@ -66,9 +64,11 @@ from actors.hosting import memory as host_memory
 from actors.hosting.batcher import BatchItem, HostRequest, ReadHistory, ReadSnapshot
 from actors.hosting.circuit_client import ActorCircuits
 from actors.hosting.host_dispatch import HostDispatch
+from actors.hosting.host_gc import settle_host_gc
 from actors.hosting.host_wakes import WakeFollower
 from actors.hosting.memory import HostMemory
 from actors.hosting.metrics import circuit_metrics, notice_metrics, route_metrics
+from actors.hosting.wire import WireBatch, pack
 from actors.jobs.backstop_arming import BackstopArmer, HostBackstops
 from actors.jobs.queue import DEFAULT_QUEUE
 from actors.jobs.reconcile import ReconcileReport
@@ -82,13 +82,11 @@ from actors.store.wakes import last_wake_id
 from catalogue import default_catalogue
 
 REHYDRATE_RETRY_S: Final = 1.0
+log = logging.getLogger(__name__)
 
 
 def _is_read(request: HostRequest) -> bool:
     return isinstance(request, ReadSnapshot | ReadHistory)
-
-
-log = logging.getLogger(__name__)
 
 
 class RouteHost:
@@ -250,8 +248,7 @@ class RouteHost:
                     error_text(error),
                 )
         default_catalogue()  # its rules compile now (~1.3 s of CPU), not in a first report
-        gc.collect()
-        gc.freeze()
+        settle_host_gc()
         log.info("route host %s rehydrated %d schedules", self.host_id, len(entries))
 
     async def _own_schedules(self) -> list[ScheduleEntry]:
@@ -305,6 +302,10 @@ class RouteHost:
         for index, result in zip(reads, results, strict=True):
             answers[index] = result
         return answers
+
+    async def run_compact(self, items: list[BatchItem]) -> WireBatch:
+        """`run_batch` packed for Ray (actors/hosting/wire.py): what a HostBatcher calls."""
+        return pack(await self.run_batch(items))
 
     async def _read(self, route_id: str, request: HostRequest) -> Any:
         if isinstance(request, ReadHistory):

@@ -35,6 +35,11 @@ BuiltinPolicyName = Literal["interactive"]
 PROFILE_CACHE_SIZE: Final = 256
 """How many distinct stored profiles stay parsed (with their candidates) between
 decisions: a route host's routes mostly share a few profiles."""
+DOCUMENTS_KEPT: Final = 8192
+"""How many stored profile documents (by identity) remember their parsed profile: a round
+asks for the profile of each of its snapshots several times (plan, circuits, notices),
+and of the snapshot the transition wrote, which holds the same document. About two
+rounds of the largest batches."""
 
 
 class ConcreteProfile(BaseModel):
@@ -189,6 +194,38 @@ class _ProfileCache:
 _PROFILES: Final = _ProfileCache(PROFILE_CACHE_SIZE)
 
 
+class _DocumentMemo:
+    """The parsed profile of a stored document, by the document's identity: the first
+    `profile_from_json` of a snapshot's profile encodes and looks it up (or validates it),
+    the next ones of the same document are one dictionary lookup. The memo holds the
+    document, so its id is not reused while remembered; snapshots are frozen values and
+    their documents are never changed in place. Least recently added evicted first."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._by_id: OrderedDict[int, tuple[JsonValue, RouteProfile]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, stored: JsonValue) -> RouteProfile | None:
+        found = self._by_id.get(id(stored))
+        return found[1] if found is not None and found[0] is stored else None
+
+    def put(self, stored: JsonValue, profile: RouteProfile) -> None:
+        with self._lock:
+            self._by_id[id(stored)] = (stored, profile)
+            while len(self._by_id) > self._size:
+                self._by_id.popitem(last=False)
+
+
+_DOCUMENTS: Final = _DocumentMemo(DOCUMENTS_KEPT)
+
+
+def remembered_profile(stored: JsonValue) -> RouteProfile | None:
+    """The profile this very document was parsed as, while remembered (None: not parsed
+    lately, or not a valid profile). Equal documents give the same profile object."""
+    return _DOCUMENTS.get(stored)
+
+
 def profile_from_json(route_id: str, stored: JsonValue) -> RouteProfile:
     """The profile a route stored. A route without one, or with one that is not a JSON
     object or not a valid profile, raises CorruptProfileError (never a guess at a
@@ -198,6 +235,9 @@ def profile_from_json(route_id: str, stored: JsonValue) -> RouteProfile:
         raise CorruptProfileError(route_id, "the route stores no profile")
     if not isinstance(stored, dict):
         raise CorruptProfileError(route_id, f"expected a JSON object, got {_kind(stored)}")
+    remembered = _DOCUMENTS.get(stored)
+    if remembered is not None:
+        return remembered
     try:
         text: bytes | None = to_json(stored)
     except (PydanticSerializationError, ValueError):
@@ -205,10 +245,12 @@ def profile_from_json(route_id: str, stored: JsonValue) -> RouteProfile:
     if text is not None:
         cached = _PROFILES.get(text, stored)
         if cached is not None:
+            _DOCUMENTS.put(stored, cached)
             return cached
     profile = _validated_profile(route_id, stored)
     if text is not None:
         _PROFILES.put(text, profile)
+        _DOCUMENTS.put(stored, profile)
     return profile
 
 

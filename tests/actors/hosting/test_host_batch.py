@@ -142,3 +142,17 @@ def test_a_pool_keeps_one_batcher_per_host_and_event_loop() -> None:
     assert first is not other
     (next_loop, _, _) = asyncio.run(batchers())
     assert next_loop is not first, "a batcher's futures belong to its own loop"
+
+
+def test_a_pool_tallies_the_sizes_of_the_batches_its_batchers_sent() -> None:
+    pool = BatcherPool(max_batch=300)
+    one, two = FakeHost(FakeMethod(echo)), FakeHost(FakeMethod(echo))
+
+    async def main() -> None:
+        await pool.for_host(one).call("lone", ReadSnapshot())
+        await asyncio.gather(*(pool.for_host(two).call(f"r{i}", ReadSnapshot()) for i in range(5)))
+
+    asyncio.run(main())
+    sent = [len(batch) for host in (one, two) for batch in host.run_batch.batches]
+    assert sorted(pool.batch_sizes().elements()) == sorted(sent)
+    assert pool.batch_sizes()[1] >= 1, "the lone call went out as a batch of one"

@@ -5,10 +5,12 @@ session's real Redis, so an allocation the test keeps alive shows in the host's 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterator
 
 import pytest
 
+from actors.hosting.host_gc import OLDER_THRESHOLDS, YOUNG_THRESHOLD
 from actors.hosting.route_host import RouteHost
 from actors.keys import KeySpace
 from tests.actors.conftest import _delete_prefix, unique_keys
@@ -46,3 +48,25 @@ def test_a_traced_host_counts_what_stays_allocated_and_stops_counting_when_told(
         assert after.traced_bytes is None
 
     asyncio.run(scenario())
+
+
+def test_a_rehydrated_host_runs_the_collector_at_its_own_thresholds_with_setup_frozen(
+    redis_url: str, keys: KeySpace
+) -> None:
+    before = gc.get_threshold()
+
+    async def scenario() -> tuple[tuple[int, ...], int]:
+        host = RouteHost("host-0", redis_url, keys.prefix)
+        try:
+            await host.ready()
+            return gc.get_threshold(), gc.get_freeze_count()
+        finally:
+            await host.aclose()
+
+    try:
+        thresholds, frozen = asyncio.run(scenario())
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+    assert thresholds == (YOUNG_THRESHOLD, *OLDER_THRESHOLDS)
+    assert frozen > 0, "what setup left alive is out of every collection"

@@ -25,6 +25,7 @@ from actors.routes.models import (
     attempt_due,
     attempt_retrying,
 )
+from actors.routes.trusted import snapshot_of_validated
 from actors.store.scripts import script
 from catalogue.codes import ErrorClass
 from policy.cycle import CycleUsage
@@ -160,3 +161,23 @@ def test_one_due_check_names_the_attempt_a_timer_a_backstop_and_a_probe_ask_abou
     assert not attempt_due(retrying, fence, deadline), "no longer waiting"
     assert attempt_retrying(retrying, fence)
     assert not attempt_retrying(waiting, fence)
+
+
+@pytest.mark.parametrize("next_step", [True, False])
+def test_a_snapshot_of_validated_values_equals_the_validated_snapshot(next_step: bool) -> None:
+    written = retry_wait("r1", 1, deadline=in_seconds(30))
+    values = {
+        **{name: getattr(written.route, name) for name in written.route.model_fields_set},
+        "route_id": "r1", "generation": 1, "updated_at": T0,
+    }  # fmt: skip
+    if not next_step:
+        values["next_step"] = None  # validation fills in the one the state implies
+    validated = RouteSnapshot.model_validate(dict(values))
+    trusted = snapshot_of_validated(
+        {**dict.fromkeys(RouteSnapshot.model_fields), **validated.__dict__, **values}
+    )
+    assert trusted == validated
+    assert trusted.next_step == validated.next_step is not None
+    assert pickle.loads(pickle.dumps(trusted)) == validated
+    partial = snapshot_of_validated(dict(validated.__dict__), {"route_id", "state"})
+    assert partial.model_fields_set == {"route_id", "state"}

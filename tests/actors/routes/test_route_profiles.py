@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from pydantic import JsonValue, ValidationError
+from pydantic_core import to_json
 
 from actors.clock import ManualClock
 from actors.errors import (
@@ -16,6 +17,7 @@ from actors.errors import (
     RecoveryError,
     StoreUnavailableError,
 )
+from actors.routes import profiles as route_profiles
 from actors.routes.circuit_board import CircuitBinding, candidate_key
 from actors.routes.commands import ReportFailure, RouteContext, SkipNow
 from actors.routes.models import RouteSnapshot
@@ -81,6 +83,25 @@ def test_a_corrupt_profile_is_a_recovery_error_and_no_store_failure() -> None:
 def test_a_valid_stored_profile_still_reads_back_as_the_profile() -> None:
     stored = profile_json(seed_profile())
     assert profile_from_json(R, stored) == seed_profile()
+
+
+def test_a_stored_document_is_encoded_once_however_often_its_profile_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    encoded: list[object] = []
+
+    def counting_to_json(value: object) -> bytes:
+        encoded.append(value)
+        return to_json(value)
+
+    monkeypatch.setattr(route_profiles, "to_json", counting_to_json)
+    stored = profile_json(seed_profile())
+    first = profile_from_json(R, stored)
+    assert all(profile_from_json(R, stored) is first for _ in range(5))
+    assert encoded == [stored], "a snapshot's plan, circuits and notices share one decode"
+    other_copy = profile_json(seed_profile())
+    assert profile_from_json(R, other_copy) is first, "routes with equal profiles share one"
+    assert len(encoded) == 2, "an equal document of another route is looked up by its text"
 
 
 def _stored_route(**fields: str) -> dict[str, str]:
