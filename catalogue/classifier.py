@@ -143,9 +143,8 @@ class Catalogue:
 
     def _first(self, subject: Subject) -> Rule | None:
         """The winning rule, as `select` finds it, on the hot path: candidates taken off the
-        prefilter's bits in this loop (no generator), what is left of their gates checked
-        inline, stopping at the first decisive match; a short text is matched by the rule's
-        `short_check`."""
+        prefilter's bits in this loop (no generator), gates checked inline, stopping at the
+        first decisive match; a short text is matched by the rule's `short_check`."""
         views = subject.views
         tokens = views.tokens
         prefilter = self._prefilter
@@ -154,16 +153,19 @@ class Catalogue:
             return None
         short = is_short(views)
         flat, rules, checks = views.flat, self.rules, self._short_checks
-        gate_rest, single = prefilter.rest, prefilter.single
+        gate_words, gate_rest, single = prefilter.words, prefilter.rest, prefilter.single
         last = len(rules) - 1
         wrapper: Rule | None = None
         while bits:
             position = last - (bits.bit_length() - 1)
             bits ^= single[position]
-            # What `bits` left of the rule's gate: a set of several words the tokens hold.
-            rest = gate_rest[position]
-            if rest is not None and not any(map(tokens.__ge__, rest)):
-                continue
+            words = gate_words[position]
+            if words is not None:
+                if words.isdisjoint(tokens):
+                    continue
+                rest = gate_rest[position]
+                if rest is not None and not any(map(tokens.__ge__, rest)):
+                    continue
             rule = rules[position]
             if checks[position](subject, flat, tokens) if short else holds(rule, subject):
                 if not rule.wrapper:

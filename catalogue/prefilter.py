@@ -9,14 +9,11 @@ rule with a pattern that has no required words passes whenever it is keyed: its 
 pattern groups, behind their literal checks, decide.
 
 Rules are bits of one integer in rank order: the keyed rules are one OR per key token,
-and come out in the order they are tried with a few integer operations. A rule's gate has
-two steps. The first, one word of each of its sets (the rarest) among the tokens, is
-applied to all rules at once as bits: one OR per gate word the text holds, one AND with
-the keyed rules, so a rule none of whose gate words is there is never reached. The second,
-when some set of the gate has more words, is one C-level `any` over the sets, checked only
-when the rule is reached: a caller that stops at its first decisive rule checks none past
-it, and a rule set grown by rules whose keys never occur costs nothing per text but a
-larger key set to intersect.
+and come out in the order they are tried with a few integer operations. A rule's gate is
+checked only when it is reached: one C-level `isdisjoint` with one word of each of its
+sets (the rarest), then one C-level `any` over the sets. A caller that stops at its first
+decisive rule checks none past it, and a rule set grown by rules whose keys never occur
+costs nothing per text but a larger key set to intersect.
 """
 
 from __future__ import annotations
@@ -111,25 +108,10 @@ class Prefilter:
             None if gate is None or all(len(words) == 1 for words in gate) else gate
             for gate in self.gates
         )
-        # The first step of every gate as bits: per gate word, the rules it lets through;
-        # rules with no gate are always let through.
-        word_bits: dict[bytes, int] = {}
-        ungated = 0
-        for position, words in enumerate(self.words):
-            bit = self.single[position]
-            if words is None:
-                ungated |= bit
-            for word in words or ():
-                word_bits[word] = word_bits.get(word, 0) | bit
-        self._word_bits = word_bits
-        self._gate_words = frozenset(word_bits)
-        self._ungated = ungated
 
     def bits(self, tokens: AbstractSet[bytes], status: int | None, exit_code: int | None) -> int:
         """The rules one of whose keys is a token (or, keyless, whose status or exit code is
-        the evidence's) and whose gate's first step lets them through (one of its words is
-        a token), as bits: the best-ranked the highest (see `single`). What is left of a
-        gate is `rest`."""
+        the evidence's), as bits: the best-ranked the highest (see `single`)."""
         key_bits = self._key_bits
         bits = 0
         for token in self._keys.intersection(tokens):
@@ -138,13 +120,7 @@ class Prefilter:
             bits |= self._status_bits.get(status, 0)
         if exit_code is not None:
             bits |= self._exit_bits.get(exit_code, 0)
-        if not bits:
-            return 0
-        word_bits = self._word_bits
-        through = self._ungated
-        for word in self._gate_words.intersection(tokens):
-            through |= word_bits[word]
-        return bits & through
+        return bits
 
     def possible(self, position: int, tokens: AbstractSet[bytes]) -> bool:
         """Whether the gate of the rule at `position` lets it through: one C-level
@@ -153,13 +129,8 @@ class Prefilter:
         words = self.words[position]
         if words is None:
             return True
-        return not words.isdisjoint(tokens) and self.rest_holds(position, tokens)
-
-    def rest_holds(self, position: int, tokens: AbstractSet[bytes]) -> bool:
-        """The gate's second step, for a rule `bits` let through: when some set of the gate
-        has more than one word, whether the tokens hold every word of one of its sets."""
         rest = self.rest[position]
-        return rest is None or any(map(tokens.__ge__, rest))
+        return not words.isdisjoint(tokens) and (rest is None or any(map(tokens.__ge__, rest)))
 
     def candidates(
         self, tokens: AbstractSet[bytes], status: int | None, exit_code: int | None
@@ -167,10 +138,9 @@ class Prefilter:
         """The rules that could hold, in rank order (the order they are tried in), found
         lazily: a caller that stops at its first decisive rule checks no gate past it."""
         bits = self.bits(tokens, status, exit_code)
-        rules, rest_holds, single = self.rules, self.rest_holds, self.single
-        last = len(self.rules) - 1
+        rules, possible, single, last = self.rules, self.possible, self.single, len(self.rules) - 1
         while bits:
             position = last - (bits.bit_length() - 1)
             bits ^= single[position]
-            if rest_holds(position, tokens):
+            if possible(position, tokens):
                 yield rules[position]
