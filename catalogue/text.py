@@ -118,11 +118,12 @@ def views_of(lowered: str) -> TextViews:
         # message wrapped inside the frame would keep two of them between its words.
         lowered = _BOX_BORDERS.sub("\n", lowered)
     if lowered.isascii():
-        # Most texts: the flat view and the tokens from one encoding, and no split when
-        # the text is already flat (no white space but single spaces inside it: then
-        # collapsing it gives it back). One memchr per white-space character `str.split`
-        # splits ASCII at is cheaper than `isprintable`'s lookup per character.
-        encoded = lowered.encode("ascii")
+        # Most texts: the tokens from one encoding of the text as it is (white space only
+        # separates tokens, so collapsing it changes none), and no split when the text is
+        # already flat (no white space but single spaces inside it: then collapsing it
+        # gives it back). One memchr per white-space character `str.split` splits ASCII
+        # at is cheaper than `isprintable`'s lookup per character.
+        tokens = set(lowered.encode("ascii").translate(_TOKEN_TABLE).split())
         if (
             "\n" in lowered
             or "  " in lowered
@@ -138,10 +139,8 @@ def views_of(lowered: str) -> TextViews:
             or "\x1f" in lowered
         ):
             flat = " ".join(lowered.split())
-            encoded = flat.encode("ascii")
         else:
             flat = lowered
-        tokens = set(encoded.translate(_TOKEN_TABLE).split())
     else:
         flat = collapse_spaces(lowered)
         tokens = tokens_of(flat)
