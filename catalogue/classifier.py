@@ -55,9 +55,6 @@ from catalogue.timing import (
 )
 
 NO_MATCH_RULE = "catalogue.no_match.v1"
-# Evidence whose subject takes no status from the evidence's text as `_subject` reads it:
-# an exit has none, and a message chunk's is read from its error report.
-_NO_TEXT_STATUS = frozenset({EvidenceKind.EXIT, EvidenceKind.MESSAGE_CHUNK})
 PROSE_RULE = "catalogue.chunk_is_not_an_error_report.v1"
 _new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 
@@ -144,65 +141,39 @@ class Catalogue:
         matched = tuple(self.matching(subject))
         return _winner(matched), matched
 
-    def _first(self, subject: Subject, status_unread: bool = False) -> Rule | None:
+    def _first(self, subject: Subject) -> Rule | None:
         """The winning rule, as `select` finds it, on the hot path: candidates taken off the
         prefilter's bits in this loop (no generator), gates checked inline, stopping at the
-        first decisive match; a short text is matched by the rule's `short_check`.
-        `status_unread`: the subject's status is None only because the status its text may
-        state was not read yet (`_subject`): it is read once a rule it could decide is
-        reached, as most winners rank before every rule that asks for a status."""
+        first decisive match; a short text is matched by the rule's `short_check`."""
         views = subject.views
         tokens = views.tokens
         prefilter = self._prefilter
-        evidence = subject.evidence
-        bits = prefilter.bits(tokens, subject.status, evidence.exit_code)
-        rules = self.rules
-        last = len(rules) - 1
-        headers = bool(evidence.headers)
-        # The position from which the status must be known (none: past the last rule).
-        watch = prefilter.status_watch(bits, headers) if status_unread else last + 1
-        if not bits and watch > last:
+        bits = prefilter.bits(tokens, subject.status, subject.evidence.exit_code)
+        if not bits:
             return None
         short = is_short(views)
-        flat, checks = views.flat, self._short_checks
+        flat, rules, checks = views.flat, self.rules, self._short_checks
         gate_words, gate_rest, single = prefilter.words, prefilter.rest, prefilter.single
+        last = len(rules) - 1
         wrapper: Rule | None = None
-        while True:
-            while bits:
-                position = last - (bits.bit_length() - 1)
-                if position >= watch:
-                    # Read now: the status's own rules may rank before this candidate.
-                    subject, bits = self._with_status(subject, bits, headers)
-                    watch = last + 1
+        while bits:
+            position = last - (bits.bit_length() - 1)
+            bits ^= single[position]
+            words = gate_words[position]
+            if words is not None:
+                if words.isdisjoint(tokens):
                     continue
-                bits ^= single[position]
-                words = gate_words[position]
-                if words is not None:
-                    if words.isdisjoint(tokens):
-                        continue
-                    rest = gate_rest[position]
-                    if rest is not None and not any(map(tokens.__ge__, rest)):
-                        continue
-                rule = rules[position]
-                if checks[position](subject, flat, tokens) if short else holds(rule, subject):
-                    if not rule.wrapper:
-                        if wrapper is None or _overrides_wrapper(rule):
-                            return rule
-                    elif wrapper is None:
-                        wrapper = rule
-            if watch > last:
-                return wrapper
-            # Every candidate tried and the status still unread: its own rules, which rank
-            # after every candidate tried, are tried now.
-            subject, bits = self._with_status(subject, bits, headers)
-            watch = last + 1
-
-    def _with_status(self, subject: Subject, bits: int, headers: bool) -> tuple[Subject, int]:
-        """`subject` with the status its text states, and `bits` with that status's rules."""
-        status = status_in_text(subject.views.flat)
-        evidence, text, views, _, combined = subject
-        read = _new(Subject, (evidence, text, views, status, combined))
-        return read, bits | self._prefilter.status_bits(status, headers)
+                rest = gate_rest[position]
+                if rest is not None and not any(map(tokens.__ge__, rest)):
+                    continue
+            rule = rules[position]
+            if checks[position](subject, flat, tokens) if short else holds(rule, subject):
+                if not rule.wrapper:
+                    if wrapper is None or _overrides_wrapper(rule):
+                        return rule
+                elif wrapper is None:
+                    wrapper = rule
+        return wrapper
 
     # -- subjects -------------------------------------------------------------------------
 
@@ -211,12 +182,8 @@ class Catalogue:
         combined = evidence.combined_text()
         return self._subject(evidence, combined, combined.lower())
 
-    def _subject(
-        self, evidence: Evidence, combined: str, lowered: str, read_status: bool = True
-    ) -> Subject | None:
-        """`subject_of`, given the evidence's combined text and that text lowercased. With
-        `read_status` false, a status the text states is left for `_first` to read (the
-        subject's status is then None) unless the evidence is a message chunk."""
+    def _subject(self, evidence: Evidence, combined: str, lowered: str) -> Subject | None:
+        """`subject_of`, given the evidence's combined text and that text lowercased."""
         if evidence.kind is EvidenceKind.MESSAGE_CHUNK:
             text = self._error_report_of(combined)
             if not text:
@@ -225,7 +192,7 @@ class Catalogue:
             return Subject(evidence, text, views, status_in_text(views.flat), combined)
         views = views_of(lowered)
         status = evidence.http_status
-        if status is None and evidence.kind is not EvidenceKind.EXIT and read_status:
+        if status is None and evidence.kind is not EvidenceKind.EXIT:
             status = status_in_text(views.flat)
         return _new(Subject, (evidence, combined, views, status, combined))
 
@@ -256,15 +223,13 @@ class Catalogue:
         hint is produced (it could not be validated)."""
         combined = evidence.combined_text()
         lowered = combined.lower()  # once, for the views, the timing hint and the excerpt
-        subject = self._subject(evidence, combined, lowered, read_status=False)
+        subject = self._subject(evidence, combined, lowered)
         # What the timing reader and the sanitiser look for before they do anything, found
         # in one pass (most texts hold none of it).
         found = _TRIGGERS.found(lowered)
         if subject is None:
             return self._unclassified(evidence, PROSE_RULE, combined, found)
-        # A status the text states is read only if a rule that could decide it is reached.
-        unread = evidence.http_status is None and evidence.kind not in _NO_TEXT_STATUS
-        rule = self._first(subject, unread)
+        rule = self._first(subject)
         if rule is None:
             return self._unclassified(evidence, NO_MATCH_RULE, combined, found)
         return self._classification(rule, subject, now, lowered, found)

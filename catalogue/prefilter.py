@@ -96,7 +96,6 @@ class Prefilter:
         self._keys = frozenset(key_bits)
         self._status_bits = status_bits
         self._exit_bits = exit_bits
-        self._init_status_watch()
         self.gates: tuple[Gate, ...] = tuple(gate_of(rule) for rule in self.rules)
         # Per rule, one word of each of its gate's sets (None: no gate), and what is left
         # to check once one of those words is a token: nothing (None) when each set is
@@ -109,49 +108,6 @@ class Prefilter:
             None if gate is None or all(len(words) == 1 for words in gate) else gate
             for gate in self.gates
         )
-
-    def _init_status_watch(self) -> None:
-        """What a caller that reads a status stated in the text only when it is needed
-        (`status_watch`) asks: which keyless status rules can hold on evidence with no
-        response headers (one that asks for a header cannot), where the first of them
-        ranks, and which keyed rules have a status condition."""
-        last = len(self.rules) - 1
-        headerless: dict[int, int] = {}
-        first = {True: last + 1, False: last + 1}
-        needed = 0
-        for position, rule in enumerate(self.rules):
-            if not rule.status:
-                continue
-            if rule.keys:
-                needed |= self.single[position]
-                continue
-            first[True] = min(first[True], position)
-            if not rule.headers:
-                first[False] = min(first[False], position)
-                for status in rule.status:
-                    headerless[status] = headerless.get(status, 0) | self.single[position]
-        self._headerless_status_bits = headerless
-        self._first_status = first
-        self._status_needed = needed
-
-    def status_bits(self, status: int | None, headers: bool) -> int:
-        """The keyless rules of `status`: all of them when the evidence has response
-        headers (`headers`), else those that ask for none."""
-        if status is None:
-            return 0
-        table = self._status_bits if headers else self._headerless_status_bits
-        return table.get(status, 0)
-
-    def status_watch(self, bits: int, headers: bool) -> int:
-        """For candidates `bits` found with no status (`bits(tokens, None, ...)`), the first
-        position at which a caller must know the evidence's status: the best-ranked keyless
-        status rule (see `status_bits`) or a candidate with a status condition, whichever
-        comes first; past the last rule when neither is there."""
-        watch = self._first_status[headers]
-        needed = bits & self._status_needed
-        if needed:
-            watch = min(watch, len(self.rules) - needed.bit_length())
-        return watch
 
     def bits(self, tokens: AbstractSet[bytes], status: int | None, exit_code: int | None) -> int:
         """The rules one of whose keys is a token (or, keyless, whose status or exit code is
