@@ -56,7 +56,12 @@ def collapse_spaces(text: str) -> str:
 
 # Where a status code is stated in prose rather than given as a field: a 4xx/5xx number
 # (not part of a longer number) preceded by one of these contexts.
-_STATUS_NUMBER = re.compile(r"[45]\d\d")
+# The number's start is checked in the scan: no digit, "." or "," before it, asked by a
+# look-behind after its first character (a leading look-behind would cost the scan its
+# fast skip to a "4" or "5"). A number that fails it is inside a longer one, and so is
+# every 3-digit run starting within it: the matches that remain are those a scan of
+# `[45]\d\d` finds with a check of the character before each.
+_STATUS_NUMBER = re.compile(r"[45](?<![0-9.,][45])\d\d")
 # Every branch opens with a literal, so the regex engine tries only the positions holding
 # one of their first characters (a branch opening with `^` or an optional group would make
 # it try every position of the window, each with every branch).
@@ -113,11 +118,12 @@ def views_of(lowered: str) -> TextViews:
         # message wrapped inside the frame would keep two of them between its words.
         lowered = _BOX_BORDERS.sub("\n", lowered)
     if lowered.isascii():
-        # Most texts: the flat view and the tokens from one encoding, and no split when
-        # the text is already flat (no white space but single spaces inside it: then
-        # collapsing it gives it back). One memchr per white-space character `str.split`
-        # splits ASCII at is cheaper than `isprintable`'s lookup per character.
-        encoded = lowered.encode("ascii")
+        # Most texts: the tokens from one encoding of the text as it is (white space only
+        # separates tokens, so collapsing it changes none), and no split when the text is
+        # already flat (no white space but single spaces inside it: then collapsing it
+        # gives it back). One memchr per white-space character `str.split` splits ASCII
+        # at is cheaper than `isprintable`'s lookup per character.
+        tokens = set(lowered.encode("ascii").translate(_TOKEN_TABLE).split())
         if (
             "\n" in lowered
             or "  " in lowered
@@ -133,10 +139,8 @@ def views_of(lowered: str) -> TextViews:
             or "\x1f" in lowered
         ):
             flat = " ".join(lowered.split())
-            encoded = flat.encode("ascii")
         else:
             flat = lowered
-        tokens = set(encoded.translate(_TOKEN_TABLE).split())
     else:
         flat = collapse_spaces(lowered)
         tokens = tokens_of(flat)
@@ -172,7 +176,10 @@ def status_in_text(lowered: str) -> int | None:
         return None  # two C-level byte searches instead of a character-class scan
     for match in _STATUS_NUMBER.finditer(lowered):
         start, end = match.span()
-        if not _stands_alone(lowered, start, end):
+        # Not part of a longer number either: no digit (or "." or "," and a digit, as in
+        # "429.5" or "429,000") right after it.
+        after = lowered[end : end + 2]
+        if after[:1].isdigit() or (after[:1] in (".", ",") and after[1:2].isdigit()):
             continue
         if (
             start == 0
@@ -183,15 +190,6 @@ def status_in_text(lowered: str) -> int | None:
         if _STATUS_PHRASE.match(lowered, end):
             return int(match.group())
     return None
-
-
-def _stands_alone(text: str, start: int, end: int) -> bool:
-    # Not part of a longer number: no digit, '.' or ',' right before it, and no digit
-    # (or '.'/',' and a digit, as in "429.5" or "429,000") right after it.
-    if start > 0 and text[start - 1] in "0123456789.,":
-        return False
-    after = text[end : end + 2]
-    return not (after[:1].isdigit() or (after[:1] in (".", ",") and after[1:2].isdigit()))
 
 
 # An agent message chunk is evidence only when a line of it is itself an error report.
