@@ -33,6 +33,7 @@ from actors.demo.dispatcher import DispatchRecord
 from actors.demo.facts import RedisFacts, read_facts
 from actors.demo.report import schedule_fates
 from actors.keys import AttemptFence, KeySpace
+from actors.store.replies import reply_texts
 
 Attempt = tuple[str, int, int]
 
@@ -169,3 +170,22 @@ def lost_writes(client: redis.Redis, keys: KeySpace, facts: RedisFacts,
 
 def _moment(text: str) -> datetime:
     return datetime.fromisoformat(text)
+
+
+def lost_attempt_states(
+    client: redis.Redis, keys: KeySpace, lost: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    """For each lost attempt (as `schedules_lost` names it: "ROUTE gG oO ..."), what its
+    ledger and its rq job say: the facts a fix needs (the run's Redis is gone after it)."""
+    found: dict[str, dict[str, str]] = {}
+    for entry in lost:
+        route_id, generation, ordinal = entry.split()[:3]
+        fence = AttemptFence(route_id, int(generation[1:]), int(ordinal[1:]))
+        wanted = ("state", "job_id", "worker", "queued_at", "started_at")
+        stored = reply_texts(client.hgetall(keys.dispatch(fence)))
+        ledger = {name: value for name, value in stored.items() if name in wanted}
+        job_id = ledger.get("job_id", "")
+        fields = ["status", "worker_name", "origin"]
+        job = client.hmget(f"rq:job:{job_id}", fields) if job_id else []
+        found[entry] = {**ledger, "job": " ".join(str(part) for part in job)}
+    return found

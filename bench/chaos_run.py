@@ -23,6 +23,7 @@ from chaos_checks import (
     double_dispatches,
     facts_of,
     history_breaks,
+    lost_attempt_states,
     lost_writes,
     raw_histories,
     reports_applied_twice,
@@ -196,6 +197,8 @@ class Run:
             states = route_hashes(client, self.keys, self.route_ids)
             histories = raw_histories(client, self.keys, self.route_ids)
             lost = lost_writes(client, self.keys, facts, tally.acked)
+            schedules = schedules_lost(facts, states)
+            lost_states = lost_attempt_states(client, self.keys, schedules[:5])
             # redis-py's handshake sends CLIENT SETINFO (its name and version), which the
             # rule refuses and redis-py ignores: every connection logs that, nothing else
             denied = [entry for entry in client.acl_log(count=1000)
@@ -207,7 +210,6 @@ class Run:
         witness_lost = witness.lost()
         doubled = double_dispatches(records)
         twice = reports_applied_twice(facts)
-        schedules = schedules_lost(facts, states)
         broken = history_breaks(self.history_copies, histories, facts, states)
         searched = {
             "redis": stored.text, "files": files_under(self.folder),
@@ -242,6 +244,7 @@ class Run:
             "redis_commands": commands,
             "examples": {
                 "double": doubled[:5], "twice": twice[:5], "lost": schedules[:5],
+                "lost_states": lost_states,
                 "history": broken[:5],
                 "lost_writes": lost["transitions"][:5] + lost["ledger_starts"][:5],
                 "leaks": {where: found[:3] for where, found in leaks.items() if found},
