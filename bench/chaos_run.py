@@ -34,7 +34,7 @@ from chaos_dispatcher import DISPATCHER, LOG_ENV, read_log
 from chaos_kills import KINDS, REDIS_DOWN_S, Kill, kill_one, plan
 from chaos_orchestrator import Inbox, Orchestrator
 from chaos_redis import ChaosRedis, Witness, environment_without
-from chaos_up import TAG_ENV, Up, kill_all, tagged
+from chaos_up import TAG_ENV, Up, command_line, kill_all, tagged
 
 from actors.keys import KeySpace
 from tests.actors.canary_search import everything_in_redis, files_under, process_table
@@ -117,7 +117,7 @@ class Run:
             witness.stop()
             self._leave_nothing()
         return {
-            **figures, "up_exit": stopped, "orphans_left": orphans,
+            **figures, "up_exit": stopped, "orphans_left": len(orphans), "orphans": orphans,
             "elapsed_s": round(time.monotonic() - began, 1),
         }  # fmt: skip
 
@@ -178,11 +178,11 @@ class Run:
 
     # after the run
 
-    def _orphans(self) -> int:
+    def _orphans(self) -> list[str]:
         """Processes of the run still running once `up` stopped (after a grace for the
-        ones already exiting)."""
+        ones already exiting): each its pid, parent and command line."""
         _, alive = psutil.wait_procs(tagged(self.tag), timeout=ORPHAN_WAIT_S)
-        return len(alive)
+        return [_described(process) for process in alive]
 
     def _leave_nothing(self) -> None:
         if self.up.process is not None and self.up.process.poll() is None:
@@ -259,6 +259,13 @@ def fragments_in(planted: list[str], haystack: str) -> list[str]:
     wanted = sorted({piece for secret in planted for piece in fragments(secret)})
     found = AhoCorasick(wanted).find_matches_as_strings(haystack, overlapping=True)
     return sorted(set(found))
+
+
+def _described(process: psutil.Process) -> str:
+    try:
+        return f"{process.pid} (parent {process.ppid()}) {command_line(process)[:160]}"
+    except psutil.Error:
+        return f"{process.pid} (gone while described)"
 
 
 def _kinds(done: list[dict[str, Any]]) -> dict[str, int]:

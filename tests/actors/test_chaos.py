@@ -67,7 +67,8 @@ def figures() -> dict[str, Any]:
 
 def test_every_guarantee_holds_through_one_kill_of_each_kind(figures: dict[str, Any]) -> None:
     run = figures["always"]
-    assert {name: run[name] for name in GUARANTEES} == dict.fromkeys(GUARANTEES, 0), run
+    held = {name: run[name] for name in GUARANTEES}
+    assert held == dict.fromkeys(GUARANTEES, 0), (held, run["orphans"], run["examples"])
     assert set(run["kills_by_kind"]) == {
         "route_host", "circuit_host", "rq_worker", "rq_scheduler", "redis", "up",
     }, run["kill_log"]  # fmt: skip
@@ -84,5 +85,5 @@ def test_the_fences_were_exercised_not_only_unchallenged(figures: dict[str, Any]
 
 
 def test_no_process_of_the_run_is_left_once_the_harness_exits(figures: dict[str, Any]) -> None:
-    assert figures["orphans_left"] == 0
+    assert figures["orphans_left"] == 0, figures["always"]["orphans"]
     assert tagged_processes() == []

@@ -47,6 +47,10 @@ def runtime(redis_url: str) -> Iterator[RecoveryRuntime]:
     _delete_prefix(redis_url, KeySpace(prefix))
 
 
+def _guard_counted(text: str) -> bool:
+    return any(line.endswith(" 1.0") for line in samples(text, "ray_recovery_notice_guards{"))
+
+
 def test_route_metrics_are_exported_on_rays_prometheus_endpoint(
     runtime: RecoveryRuntime,
 ) -> None:
@@ -60,7 +64,8 @@ def test_route_metrics_are_exported_on_rays_prometheus_endpoint(
                                    invocation_id="inv-1")  # fmt: skip
         with pytest.raises(StaleGenerationError):
             await route.report_success(7)
-        return await scrape_until(EXPECTED, SCRAPE_TIMEOUT_S)
+        # Ray exports every ~10 s: an export taken before the guard was counted shows 0
+        return await scrape_until(EXPECTED, SCRAPE_TIMEOUT_S, until=_guard_counted)
 
     text = asyncio.run(scenario())
     decisions = samples(text, "ray_recovery_route_decisions_total{")
