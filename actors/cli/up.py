@@ -38,6 +38,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
@@ -56,6 +57,9 @@ EXIT_FAILED: Final = 1
 EXIT_ERROR: Final = 2
 REDIS_TIMEOUT_S: Final = 5.0
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+# the record of what `up` started is written again this often, so the next `up` reaps what
+# was started after it was ready too, should this one be killed
+RECORD_EVERY_S: Final = 5.0
 
 
 class _StopRequestedError(Exception):
@@ -150,14 +154,17 @@ def serve(runtime: RecoveryRuntime, config: RuntimeConfig, api: PreparedApi | No
         _install(_raise_stop)
         if deferred:
             return deferred[0]
-        if config.data_dir.expanduser().is_dir():
-            record_children(config.data_dir.expanduser())
+        folder = config.data_dir.expanduser()
+        if folder.is_dir():
+            record_children(folder)
         if api is not None:
             api.serve(runtime)
         for line in status_lines(runtime, config, api):
             say(line)
         while True:
-            signal.pause()
+            time.sleep(RECORD_EVERY_S)  # a stop signal raises out of it
+            if folder.is_dir():  # what started since (Ray's workers for restarted hosts)
+                record_children(folder)
     except _StopRequestedError as stop:
         return stop.name
 

@@ -4,7 +4,8 @@ The embedded redis-server and the rq workers die with `up` (actors/store/childre
 and so do Ray's raylet, GCS and worker processes; but Ray's node agents only notice the
 lost raylet after a minute or more. So `up` records every process it started
 (`<data_dir>/up.children`: pid and start time, so a reused pid is never touched) once it
-is ready, removes the record on a clean stop, and the next `up` on the folder first
+is ready and again every few seconds (Ray starts workers later, for restarted hosts),
+removes the record on a clean stop, and the next `up` on the folder first
 kills whatever of a record it finds is still running.
 """
 
