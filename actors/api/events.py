@@ -126,7 +126,7 @@ async def _follow(streams: EventStreams, cursor: StreamCursor) -> AsyncIterator[
             ))  # fmt: skip
             await asyncio.wait((reading, stopping), return_when=asyncio.FIRST_COMPLETED)
             if not reading.done():  # the server stops: the client comes back with its id
-                reading.cancel()
+                _abandon(reading)
                 return
             try:
                 entries = reading.result()
@@ -142,8 +142,21 @@ async def _follow(streams: EventStreams, cursor: StreamCursor) -> AsyncIterator[
     finally:  # the client went away, the server stops, or the stream ended
         stopping.cancel()
         if reading is not None and not reading.done():
-            reading.cancel()  # a read of nobody's must not outlive its stream
+            _abandon(reading)  # a read of nobody's must not outlive its stream
         streams.open -= 1
+
+
+def _abandon(reading: asyncio.Future[list[StreamEntry]]) -> None:
+    """Cancel a read nobody will wait for. A read failing as it is cancelled (the server
+    closing Redis connections as it stops) ends with its error rather than cancelled, and
+    an error nobody retrieves is logged with its traceback: it is retrieved here."""
+    reading.cancel()
+    reading.add_done_callback(_retrieve)
+
+
+def _retrieve(reading: asyncio.Future[list[StreamEntry]]) -> None:
+    if not reading.cancelled():
+        reading.exception()
 
 
 def sse_message(entry: StreamEntry) -> str:

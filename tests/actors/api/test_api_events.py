@@ -4,14 +4,18 @@ socket the API is served on."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import socket
 
 import pytest
 
+from actors.api import events as events_module
 from actors.api.events import sse_message
 from actors.api.server import bind
 from actors.engine.config_values import ApiAddress
+from actors.errors import StoreUnavailableError
 from actors.routes.models import RouteEvent
 from actors.store.event_reads import StreamCursor, StreamEntry
 from tests.actors.api.api_rigs import client_of, fake_backend
@@ -75,3 +79,32 @@ def test_the_api_socket_is_tcp_with_nagle_off() -> None:
         assert listening.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     finally:
         listening.close()
+
+
+def test_a_read_that_fails_as_its_stream_abandons_it_logs_no_unretrieved_error() -> None:
+    """`up` stopping with a stream open: the read is cancelled while the server closes its
+    Redis connections, so it ends with its error instead; that error must be retrieved
+    (asyncio logs an unretrieved one with a traceback on `up`'s stderr)."""
+    reported: list[dict[str, object]] = []
+
+    async def failing_read() -> list[StreamEntry]:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise StoreUnavailableError("events read", "Connection closed by server.") from None
+        return []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: reported.append(context))
+        reading = asyncio.ensure_future(failing_read())
+        await asyncio.sleep(0)  # the read is waiting
+        events_module._abandon(reading)
+        await asyncio.wait([reading])
+        assert reading.done()
+        assert not reading.cancelled()  # it ended with its error (not read here)
+        del reading
+        gc.collect()
+
+    asyncio.run(main())
+    assert reported == []
