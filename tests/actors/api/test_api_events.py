@@ -87,9 +87,12 @@ def test_a_read_that_fails_as_its_stream_abandons_it_logs_no_unretrieved_error()
     (asyncio logs an unretrieved one with a traceback on `up`'s stderr)."""
     reported: list[dict[str, object]] = []
 
+    waiting = asyncio.Event()
+
     async def failing_read() -> list[StreamEntry]:
+        waiting.set()
         try:
-            await asyncio.sleep(3600)
+            await asyncio.Event().wait()  # a blocking XREAD, never answered
         except asyncio.CancelledError:
             raise StoreUnavailableError("events read", "Connection closed by server.") from None
         return []
@@ -98,7 +101,7 @@ def test_a_read_that_fails_as_its_stream_abandons_it_logs_no_unretrieved_error()
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(lambda _loop, context: reported.append(context))
         reading = asyncio.ensure_future(failing_read())
-        await asyncio.sleep(0)  # the read is waiting
+        await waiting.wait()
         events_module._abandon(reading)
         await asyncio.wait([reading])
         assert reading.done()
