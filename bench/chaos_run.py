@@ -262,8 +262,13 @@ def fragments_in(planted: list[str], haystack: str) -> list[str]:
 
 
 def _described(process: psutil.Process) -> str:
+    """Its pid, parent, age and command line (its head and its tail: a worker's name and
+    queue end it)."""
     try:
-        return f"{process.pid} (parent {process.ppid()}) {command_line(process)[:160]}"
+        line = command_line(process)
+        shown = line if len(line) <= 160 else f"{line[:60]} … {line[-90:]}"
+        age = time.time() - process.create_time()
+        return f"{process.pid} (parent {process.ppid()}, {age:.0f} s old) {shown}"
     except psutil.Error:
         return f"{process.pid} (gone while described)"
 

@@ -8,6 +8,9 @@ every 10 minutes: backstops sat overdue that long. Here:
 - the scheduler's loop (`SupervisedScheduler.work`) survives a Redis error: it logs once
   per outage and tries again every RETRY_S, so once Redis is back the due jobs are
   enqueued within RETRY_S + one loop;
+- the scheduler stops (releasing its locks) once the worker that forked it is gone: a
+  worker killed with SIGKILL left its scheduler running for good, parented to init,
+  heartbeating the locks its replacement needed;
 - the worker starts its scheduler whenever it is not running (it died, or a lock left by
   a killed worker's scheduler, which expires after 61 s, kept it from starting) every
   time its main loop turns, and its blocking dequeue returns every DEQUEUE_TIMEOUT_S so
@@ -22,6 +25,7 @@ Run as `rq worker --worker-class actors.jobs.rq_worker.RecoveryWorker` (actors/j
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any, Final
 
@@ -42,13 +46,24 @@ log = logging.getLogger(__name__)
 
 
 class SupervisedScheduler(RQScheduler):
-    """rq's scheduler, with a loop that outlives Redis errors."""
+    """rq's scheduler, with a loop that outlives Redis errors and ends with its worker."""
+
+    _owner = 0  # the pid of the worker that forked this scheduler
+
+    def start(self) -> Any:
+        self._owner = os.getpid()  # read in the forked child: its parent must stay this one
+        return super().start()
+
+    @property
+    def orphaned(self) -> bool:
+        """The worker that forked this scheduler is gone (the child was re-parented)."""
+        return os.getppid() != self._owner
 
     def work(self) -> None:
         self._install_signal_handlers()
         self._until_registered()
         failing = False
-        while not self._stop_requested:
+        while not self._stop_requested and not self.orphaned:
             try:
                 if self.should_reacquire_locks:
                     self.acquire_locks()
@@ -74,7 +89,7 @@ class SupervisedScheduler(RQScheduler):
             log.warning("rq scheduler stopped without releasing its locks: %s", error_text(error))
 
     def _until_registered(self) -> None:
-        while not self._stop_requested:
+        while not self._stop_requested and not self.orphaned:
             try:
                 self.register_birth()
             except RedisError:
