@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,3 +85,14 @@ async def delete_keys(client: Redis, keys: KeySpace) -> int:
     if batch:
         deleted += await client.unlink(*batch)
     return deleted
+
+
+def print_json_line(measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run `measure` with whatever is printed meanwhile sent to stderr, then print its
+    figures as the one line on stdout (and return them). Ray's driver prints its workers'
+    and raylet's messages (a retried task, a restarted actor) to stdout, which made a
+    bench's output more than its JSON line."""
+    with contextlib.redirect_stdout(sys.stderr):
+        figures = measure()
+    print(json.dumps(figures), flush=True)
+    return figures

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import cProfile
 import gc
-import json
 import pstats
 import time
 import uuid
@@ -27,7 +26,7 @@ from typing import Any, Final
 
 import psutil  # type: ignore[import-untyped]  # ships no stubs; installed with ray
 import transitions as bench
-from bench_common import chunks, redis_url
+from bench_common import chunks, print_json_line, redis_url
 
 from actors.engine.settings import EngineSettings
 from actors.hosting.host_gc import OLDER_THRESHOLDS, YOUNG_THRESHOLD
@@ -163,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=40, help="functions listed")
     parser.add_argument("--pairs", type=int, default=3, help="bursts per collector setting")
     args = parser.parse_args(argv)
-    print(json.dumps(asyncio.run(run(args.routes, args.batch, args.top, args.pairs))))
+    print_json_line(lambda: asyncio.run(run(args.routes, args.batch, args.top, args.pairs)))
     return 0
 
 

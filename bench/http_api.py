@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
-from bench_common import ms, percentile
+from bench_common import ms, percentile, print_json_line
 
 from actors.api import ApiBackend, Tokens, create_app
 from actors.api.metrics import ray_request_metrics
@@ -305,9 +305,13 @@ def main(argv: list[str]) -> int:
         kind, *where = args.client
         serve_client(http_client(int(where[0])) if kind == "http" else handle_client(*where))
         return 0
-    figures = run(args.pairs, args.warmup, args.hosts, reference=not args.no_reference)
-    cpus = os.cpu_count()
-    print(json.dumps({"pairs": args.pairs, "hosts": args.hosts, "cpus": cpus, **figures}))
+    head = {"pairs": args.pairs, "hosts": args.hosts, "cpus": os.cpu_count()}
+    print_json_line(
+        lambda: {
+            **head,
+            **run(args.pairs, args.warmup, args.hosts, reference=not args.no_reference),
+        }
+    )
     return 0
 
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import ray
-from bench_common import redis_url
+from bench_common import print_json_line, redis_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, for tests/
 
@@ -51,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     names = {n for n in args.only.split(",") if n} or None
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        print(json.dumps(asyncio.run(measure(names))))
+        print_json_line(lambda: asyncio.run(measure(names)))
     finally:
         ray.shutdown()
     return 0

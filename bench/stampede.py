@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
@@ -68,7 +67,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import ray
-from bench_common import delete_keys, ms, redis_url
+from bench_common import delete_keys, ms, print_json_line, redis_url
 from redis.asyncio import Redis
 from stampede_dispatcher import LATENCY_S
 from stampede_figures import (
@@ -278,7 +277,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
-    print(json.dumps(asyncio.run(run(options))))
+    print_json_line(lambda: asyncio.run(run(options)))
     return 0
 
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import os
 import sys
 import time
@@ -53,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import runtime_burst
-from bench_common import delete_keys, redis_url
+from bench_common import delete_keys, print_json_line, redis_url
 from redis.asyncio import Redis
 from timer_phases import (
     Load,
@@ -309,7 +308,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
-    print(json.dumps(asyncio.run(run(options))))
+    print_json_line(lambda: asyncio.run(run(options)))
     return 0
 
 

@@ -48,7 +48,6 @@ import argparse
 import asyncio
 import gc
 import hashlib
-import json
 import statistics
 import sys
 import time
@@ -59,7 +58,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import runtime_burst
-from bench_common import Figure, chunks, delete_keys, ms, percentile, redis_url
+from bench_common import Figure, chunks, delete_keys, ms, percentile, print_json_line, redis_url
 from cpu_meter import CpuMeter
 from redis.asyncio import Redis
 from transition_pairs import Pair, pairs_summary, with_cpu
@@ -535,7 +534,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
-    print(json.dumps(asyncio.run(run(options))))
+    print_json_line(lambda: asyncio.run(run(options)))
     return 0
 
 
