@@ -12,10 +12,12 @@ import selectors
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import IO
 
 import redis
 
@@ -47,22 +49,34 @@ def _free_port() -> int:
 
 
 def _wait_ready(process: subprocess.Popen[bytes]) -> None:
-    # Wait on the server's own "ready" log line (or its exit), not on a fixed delay.
+    # Wait on the server's own "ready" log line (or its exit), not on a fixed delay. The
+    # pipe is read unbuffered: a buffered readline could take the ready line into its
+    # buffer with the line before it, and the select would then wait out the timeout.
     assert process.stdout is not None
+    descriptor = process.stdout.fileno()
     deadline = time.monotonic() + START_TIMEOUT_S
     with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
+        selector.register(descriptor, selectors.EVENT_READ)
         seen = b""
         while time.monotonic() < deadline:
             if not selector.select(timeout=deadline - time.monotonic()):
                 break
-            line = process.stdout.readline()
-            if not line:
+            chunk = os.read(descriptor, 65536)
+            if not chunk:
                 raise RuntimeError(f"redis-server exited early: {seen[-2000:]!r}")
-            seen += line
-            if READY_LINE in line:
+            seen += chunk
+            if READY_LINE in seen:
                 return
-    raise TimeoutError(f"redis-server not ready after {START_TIMEOUT_S} s")
+    raise TimeoutError(f"redis-server not ready after {START_TIMEOUT_S} s: {seen[-2000:]!r}")
+
+
+def _drain(stream: IO[bytes] | None) -> None:
+    """Read `stream` to its end, discarding what it says."""
+    if stream is None:
+        return
+    with suppress(OSError, ValueError):  # closed as the server stops
+        while os.read(stream.fileno(), 65536):
+            pass
 
 
 @contextmanager
@@ -79,6 +93,9 @@ def system_redis(data_dir: Path) -> Iterator[str]:
     )  # fmt: skip
     try:
         _wait_ready(process)
+        # The server logs on for the whole session: a pipe nobody read would fill up and
+        # block the server on its next log line.
+        threading.Thread(target=_drain, args=(process.stdout,), daemon=True).start()
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         # A server that cannot save ignores SIGTERM: always stop with NOSAVE.
