@@ -156,6 +156,8 @@ BLIND9 = "bench/data/real_errors.blind9.jsonl"
 BLIND10 = "bench/data/real_errors.blind10.jsonl"
 BLIND11 = "bench/data/real_errors.blind11.jsonl"
 BLIND12 = "bench/data/real_errors.blind12.jsonl"
+BLIND13 = "bench/data/real_errors.blind13.jsonl"
+BLIND14 = "bench/data/real_errors.blind14.jsonl"
 # Each fresh set after the fourth, with the sets collected before it.
 FRESH_SETS = (
     (BLIND5, (*BLIND_SETS, BLIND3, BLIND4)),
@@ -171,6 +173,24 @@ FRESH_SETS = (
     (
         BLIND12,
         (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10, BLIND11),
+    ),
+    # blind13 (96 rows) is below this test's size floor, but it is an earlier set all the same.
+    (
+        BLIND14,
+        (
+            *BLIND_SETS,
+            BLIND3,
+            BLIND4,
+            BLIND5,
+            BLIND6,
+            BLIND7,
+            BLIND8,
+            BLIND9,
+            BLIND10,
+            BLIND11,
+            BLIND12,
+            BLIND13,
+        ),
     ),
 )
 # blind10 was collected with up to two rows from one thread (two different errors in one
