@@ -309,12 +309,27 @@ def _relay_pool_countdown(t: str, start: int) -> bool:
     return _RELAY_POOL.search(t, max(line_start, start - 120), start) is not None
 
 
+def _client_will(t: str, start: int) -> bool:
+    """Whether the 24 characters before `start` end with a client's "will", "'ll", "going
+    to" or "shall" (`_CLIENT_WILL`)."""
+    reach = max(0, start - 24)
+    # Every branch of the pattern holds "ll" or "going": most windows hold neither, and two
+    # substring tests cost a fraction of the scan (its branches open with a word boundary,
+    # so it is tried at every position of the window).
+    window = t[reach:start]
+    if "ll" not in window and "going" not in window:
+        return False
+    # Searched in `t` itself, not the window: a word boundary at the window's start looks
+    # at the character before it.
+    return _CLIENT_WILL.search(t, reach, start) is not None
+
+
 def _client_retry_line(t: str, start: int) -> bool:
     """Whether a "retry in/after" lead opens a line of its own after other output: a
     client's backoff line printed under the error (aider's "Retry in 0.7 seconds."), where a
     server states its delay inside its message ("Please retry in 38s"); or whether a client
     announces it will retry by itself ("will retry in 10s")."""
-    if t.startswith(("retry", "try"), start) and _CLIENT_WILL.search(t, max(0, start - 24), start):
+    if t.startswith(("retry", "try"), start) and _client_will(t, start):
         return True  # "your quota will reset after 53s" is the server's
     if not t.startswith("retry", start):
         return False

@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalogue.timing import MAX_HINT_SECONDS, TimingHint, parse_header_timing, parse_timing
+from catalogue.timing import (
+    _CLIENT_WILL,
+    MAX_HINT_SECONDS,
+    TimingHint,
+    _client_will,
+    parse_header_timing,
+    parse_timing,
+)
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # a Sunday; Paris is on CET (+1)
 CLAUDE_NOW = datetime(2025, 5, 26, 12, 0, tzinfo=UTC)
@@ -818,3 +825,26 @@ def test_timing_module_stays_pure() -> None:
         source = (package / name).read_text(encoding="utf-8")
         for forbidden in ("import time", "import random", ".now(", "utcnow", "time.time"):
             assert forbidden not in source, (name, forbidden)
+
+
+# Words a client's "will" is made of and others around them, in any order.
+_WILL_WORDS = ["will", "'ll", "we'll", "going to", "shall", "ll", "automatically", "x", "\n"]
+
+
+@given(st.lists(st.sampled_from(_WILL_WORDS), max_size=8), st.integers(0, 6))
+def test_a_clients_will_is_found_as_its_pattern_finds_it(words: list[str], back: int) -> None:
+    # The substring pre-check never hides a match of the pattern in the window: at the
+    # lead ("retry") and a few characters before it.
+    prefix = "".join(f"{word} " for word in words)
+    t = prefix + "retry in 5s"
+    start = max(0, len(prefix) - back)
+    expected = _CLIENT_WILL.search(t, max(0, start - 24), start) is not None
+    assert _client_will(t, start) == expected
+
+
+def test_a_will_cut_from_a_longer_word_by_the_window_is_no_clients_will() -> None:
+    # The window starts inside "awill": its "will" opens with no word boundary in the text.
+    t = "awill" + " " * 20 + "retry in 5s"
+    assert not _client_will(t, t.index("retry"))
+    said = "we will" + " " * 10 + "retry in 5s"
+    assert _client_will(said, said.index("retry"))
