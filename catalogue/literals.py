@@ -15,6 +15,11 @@ from re import _parser as sre_parse  # type: ignore[attr-defined, unused-ignore]
 from typing import Any
 
 MIN_LITERAL = 3
+# A run with a character beyond ASCII is usable from two characters: a two-character CJK
+# word ("余额", "欠费") is as rare in error text as a three-letter ASCII run is common, and
+# CJK patterns are mostly made of such words. Without it those patterns have no literal and
+# are scanned at every position of every non-ASCII text (one with a "⎿" or a "…").
+MIN_FOREIGN_LITERAL = 2
 
 
 def _longest_run(items: Any) -> str:
@@ -52,16 +57,34 @@ def _branch_literals(branches: Any) -> tuple[str, ...] | None:
 def _requirement(items: list[Any]) -> tuple[str, ...] | None:
     """The longest required literal run, else the literals of a required alternation."""
     run = _longest_run(items)
-    if len(run) >= MIN_LITERAL:
+    if len(run) >= MIN_LITERAL or (len(run) >= MIN_FOREIGN_LITERAL and not run.isascii()):
         return (run,)
+    alternations = [_branch_literals(branches) for branches in _alternations(items)]
+    if not alternations:
+        return None
+    first = alternations[0]
+    if first is None or any(literal.isascii() for literal in first):
+        # Another required alternation of words beyond ASCII only is the better check when
+        # the first has ASCII words ("(?:api ?key|token|令牌)(?:已)?(?:无效|过期)"): those
+        # are in many texts, a CJK word is in few.
+        for literals in alternations[1:]:
+            if literals is not None and not any(literal.isascii() for literal in literals):
+                return literals
+    return first
+
+
+def _alternations(items: list[Any]) -> list[Any]:
+    """The branches of each alternation that `items` requires, in order: a top-level one,
+    or one that is a group's only content."""
+    out = []
     for op, arg in items:
         if op is sre.BRANCH:
-            return _branch_literals(arg[1])
-        if op is sre.SUBPATTERN and not _single_sequence(arg[-1]):
+            out.append(arg[1])
+        elif op is sre.SUBPATTERN and not _single_sequence(arg[-1]):
             inner = list(arg[-1])
             if len(inner) == 1 and inner[0][0] is sre.BRANCH:
-                return _branch_literals(inner[0][1][1])
-    return None
+                out.append(inner[0][1][1])
+    return out
 
 
 def required_literals(pattern: re.Pattern[str]) -> tuple[str, ...] | None:

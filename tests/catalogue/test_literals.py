@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalogue import default_catalogue
@@ -24,6 +24,12 @@ from tests.catalogue.fixture_data import FIXTURES
         (r"[a-z]+ x", None),
         ("ab|cdef", None),  # one alternative has no usable literal
         (r"\d{3} error", (" error",)),
+        # Beyond ASCII, a run of two characters is a literal; a required alternation of
+        # such words is preferred to one with ASCII words in it.
+        ("余额(?:已)?(?:不足|用尽)", ("余额",)),
+        ("(?:令牌|api ?key)(?:已)?(?:无效|过期)", ("无效", "过期")),
+        ("(?:令牌|api ?key)(?:已)?(?:x|过期)", ("令牌", "api")),
+        ("·", None),
     ],
 )
 def test_required_literals_are_derived_from_the_pattern(
@@ -75,3 +81,31 @@ def test_pre_check_is_sound_on_arbitrary_text(text: str) -> None:
         literals = required_literals(compiled)
         if compiled.search(text) and literals is not None:
             assert any(lit in text for lit in literals), (pattern, text)
+
+
+# Words of the catalogue's CJK patterns, and what surrounds them in real output.
+_FOREIGN_WORDS = [
+    *("余额", "已", "不足", "用尽", "欠费", "有", "未", "请", "需要", "先"),
+    *("充值", "额度", "配额", "已达", "上限", "令牌", "密钥", "api", "key", "无效"),
+    *("过期", "失效", "被禁用", "验证失败", "认证", "失败", "用户", "已被", "封禁", "缺少"),
+    *("模型", "不存在", "找不到", "该", "请求", "频率", "过于", "频繁", "触发", "限速"),
+    *("并发", "过高", "需求", "遇到", "较高", "的", "·", "⎿", "x"),
+]
+
+
+# The patterns whose pre-check has a literal beyond ASCII.
+_FOREIGN_PROBES = [
+    (rule.id, probe)
+    for rule in default_catalogue().rules
+    for probe in rule.match_probes + rule.require_probes + rule.unless_probes
+    if probe.literals is not None and not all(lit.isascii() for lit in probe.literals)
+]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(_FOREIGN_WORDS), max_size=8), st.sampled_from(["", " "]))
+def test_pre_check_is_sound_on_text_beyond_ascii(words: list[str], glue: str) -> None:
+    text = glue.join(words)
+    for rule_id, probe in _FOREIGN_PROBES:
+        if probe.pattern.search(text):
+            assert any(lit in text for lit in probe.literals or ()), (rule_id, text)
