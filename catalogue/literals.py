@@ -15,11 +15,12 @@ from re import _parser as sre_parse  # type: ignore[attr-defined, unused-ignore]
 from typing import Any
 
 MIN_LITERAL = 3
-# A run with a character beyond ASCII is usable from two characters: a two-character CJK
-# word ("余额", "欠费") is as rare in error text as a three-letter ASCII run is common, and
-# CJK patterns are mostly made of such words. Without it those patterns have no literal and
-# are scanned at every position of every non-ASCII text (one with a "⎿" or a "…").
-MIN_FOREIGN_LITERAL = 2
+# A run with a character beyond ASCII is usable from one character: a CJK character ("缺" of
+# "缺少|缺失", which the parser splits off as a common prefix) or two-character word ("余额",
+# "欠费") is as rare in error text as a three-letter ASCII run is common, and CJK patterns
+# are mostly made of such words. Without it those patterns have no literal and are scanned
+# at every position of every non-ASCII text (one with a "⎿" or a "…").
+MIN_FOREIGN_LITERAL = 1
 
 
 def _longest_run(items: Any) -> str:

@@ -24,12 +24,13 @@ from tests.catalogue.fixture_data import FIXTURES
         (r"[a-z]+ x", None),
         ("ab|cdef", None),  # one alternative has no usable literal
         (r"\d{3} error", (" error",)),
-        # Beyond ASCII, a run of two characters is a literal; a required alternation of
-        # such words is preferred to one with ASCII words in it.
+        # Beyond ASCII, a run of any length is a literal; a required alternation of such
+        # words is preferred to one with ASCII words in it.
         ("余额(?:已)?(?:不足|用尽)", ("余额",)),
         ("(?:令牌|api ?key)(?:已)?(?:无效|过期)", ("无效", "过期")),
         ("(?:令牌|api ?key)(?:已)?(?:x|过期)", ("令牌", "api")),
-        ("·", None),
+        ("(?:缺少|缺失)(?:令牌|api ?key)", ("缺",)),
+        ("é|ü", None),
     ],
 )
 def test_required_literals_are_derived_from_the_pattern(
