@@ -177,7 +177,9 @@ def short_check(plan: ShortPlan) -> ShortCheck:
     no step for the conditions they do not have. The same answer (a test compares them):
     a rule holds when some group's literal or word is there and its alternation matches
     (the groups' order does not change that), its `require` patterns hold and no `unless`
-    pattern does. A rule of another shape is checked by `holds_short` itself."""
+    pattern does; a word group is searched only when the text also holds one of its
+    literals (`_word_group_search`), which every match contains. A rule of another shape is
+    checked by `holds_short` itself."""
     rule, unanchored, literal_groups, word_groups, require, unless, unless_literals = plan
     if (
         rule.filters_identity
@@ -187,14 +189,14 @@ def short_check(plan: ShortPlan) -> ShortCheck:
     ):
         return partial(holds_short, plan)
     literals = tuple((literal, alternation.search) for literal, alternation in literal_groups)
+    groups = rule.match_groups
     if word_groups is None:  # more group words than WORD_PAIRS: those held, by intersection
-        groups = rule.match_groups
         searches: dict[bytes, _Search] = {
-            word: groups[word].alternation.search for word in rule.match_group_words
+            word: _word_group_search(groups[word]) for word in rule.match_group_words
         }
         found = _many_words_check(literals, rule.match_group_words, searches)
     else:
-        words = tuple((word, alternation.search) for word, alternation in word_groups)
+        words = tuple((word, _word_group_search(groups[word])) for word, _ in word_groups)
         found = _found_check(literals, words)
     if require:
         found = _required_check(found, require)
@@ -217,6 +219,41 @@ def short_check(plan: ShortPlan) -> ShortCheck:
         return True
 
     return check_literals
+
+
+# Up to this many literals are tested before a word group's scan (every group of the
+# catalogue has at most six); past it, the tests would cost about what a scan does.
+GROUP_LITERALS = 6
+
+
+def _word_group_search(group: PatternGroup) -> _Search:
+    """The search of a word group's alternation, behind a test for the literals one of
+    which every match of the group contains (catalogue.literals), when each of its patterns
+    has some and they are few. The word says little when it is a common one ("limit" in a
+    rate-limit text, "error" in most), and a group opening with no literal character is
+    tried at every position: several microseconds on a short text, where testing that a
+    literal is there costs tens of nanoseconds."""
+    search = group.alternation.search
+    literals = tuple(
+        dict.fromkeys(literal for probe in group.probes for literal in probe.literals or ())
+    )
+    if any(p.literals is None for p in group.probes) or len(literals) > GROUP_LITERALS:
+        return search
+    if len(literals) == 1:
+        (literal,) = literals
+
+        def one_literal(text: str) -> re.Match[str] | None:
+            return search(text) if literal in text else None
+
+        return one_literal
+
+    def some_literal(text: str) -> re.Match[str] | None:
+        for literal in literals:
+            if literal in text:
+                return search(text)
+        return None
+
+    return some_literal
 
 
 def _required_check(found: ShortCheck, require: tuple[Probe, ...]) -> ShortCheck:
