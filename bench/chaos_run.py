@@ -118,7 +118,7 @@ class Run:
             self._leave_nothing()
         return {
             **figures, "up_exit": stopped, "orphans_left": len(orphans), "orphans": orphans,
-            "elapsed_s": round(time.monotonic() - began, 1),
+            "elapsed_s": round(time.monotonic() - began, 1), "tag": self.tag,
         }  # fmt: skip
 
     async def _drive(self, began: float) -> Any:
