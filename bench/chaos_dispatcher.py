@@ -1,4 +1,5 @@
-"""The recording dispatcher of bench/chaos.py: the orchestrator's entry point, run by the
+"""The recording dispatcher of bench/chaos.py (and bench/dispatch.py, which reads the `at`
+of each call as the moment the dispatcher was called): the orchestrator's entry point, run by the
 runtime's rq workers as `bench.chaos_dispatcher:record` (a checkout's folder is on their
 import path; bench/ itself must not be: its `http.py` would hide the standard library's).
 
