@@ -96,3 +96,14 @@ def print_json_line(measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         figures = measure()
     print(json.dumps(figures), flush=True)
     return figures
+
+
+def machine_context() -> dict[str, Any]:
+    """What a bench's figures were measured on: the interpreter, the cores, the load at the
+    end (these machines are shared: a figure is what one run measured, noise included)."""
+    return {
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
+        "machine": "shared and noisy (2 cores, other work running): figures as measured",
+    }

@@ -47,7 +47,7 @@ from typing import Any, Final
 
 import ray
 import runtime_burst
-from bench_common import delete_keys, print_json_line, redis_url
+from bench_common import delete_keys, machine_context, print_json_line, redis_url
 from chaos_dispatcher import DISPATCHER, LOG_ENV
 from cpu_meter import CpuMeter, CpuSpent, process_cpu_s
 from dispatch_phases import DispatchLog, figures, paced_failures, timings, twice
@@ -225,10 +225,7 @@ def context(options: Options, runtime: RecoveryRuntime, redis: str) -> dict[str,
         "retry_intervals_s": list(INTERVALS_S),
         "window": options.window,
         "redis": redis,
-        "python": sys.version.split()[0],
-        "cpus": os.cpu_count(),
-        "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
-        "machine": "shared and noisy (2 cores, other work running): figures as measured",
+        **machine_context(),
     }
 
 

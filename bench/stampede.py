@@ -57,8 +57,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -67,7 +65,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import ray
-from bench_common import delete_keys, ms, print_json_line, redis_url
+from bench_common import delete_keys, machine_context, ms, print_json_line, redis_url
 from redis.asyncio import Redis
 from stampede_dispatcher import LATENCY_S
 from stampede_figures import (
@@ -238,10 +236,7 @@ def context(options: Options, redis: str) -> dict[str, Any]:
         "window": options.window,
         "released_successes_reported": options.report_released,
         "redis": redis,
-        "python": sys.version.split()[0],
-        "cpus": os.cpu_count(),
-        "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
-        "machine": "shared and noisy (2 cores, other work running): figures as measured",
+        **machine_context(),
     }
 
 

@@ -44,7 +44,6 @@ import argparse
 import asyncio
 import gc
 import os
-import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -52,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import runtime_burst
-from bench_common import delete_keys, print_json_line, redis_url
+from bench_common import delete_keys, machine_context, print_json_line, redis_url
 from redis.asyncio import Redis
 from timer_phases import (
     Load,
@@ -274,9 +273,7 @@ def context(options: Options, redis: str) -> dict[str, Any]:
         "crash_routes": options.crash,
         "window": options.window,
         "redis": redis,
-        "python": sys.version.split()[0],
-        "cpus": os.cpu_count(),
-        "machine": "shared and noisy (2 cores, other work running): figures as measured",
+        **machine_context(),
     }
 
 
