@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,7 +91,7 @@ def print_json_line(measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     figures as the one line on stdout (and return them). Ray's driver prints its workers'
     and raylet's messages (a retried task, a restarted actor) to stdout, which made a
     bench's output more than its JSON line."""
-    with contextlib.redirect_stdout(sys.stderr):
+    with redirect_stdout(sys.stderr):
         figures = measure()
     print(json.dumps(figures), flush=True)
     return figures

@@ -35,7 +35,7 @@ Attempt = tuple[str, int, int]
 
 
 @dataclass(frozen=True, slots=True)
-class Load:
+class PacedReports:
     """What the paced reports achieved: how many, from the first sent to the last answered."""
 
     reports: int
@@ -47,9 +47,9 @@ class Load:
         return self.reports / self.elapsed_s
 
 
-async def paced_failures(handles: Sequence[RouteHandle], rate: float, window: int) -> Load:
+async def paced_failures(handles: Sequence[RouteHandle], rate: float, window: int) -> PacedReports:
     """One transient failure per route, sent `rate` a second (at most `window` in flight:
-    an orchestrator's window; a runtime that lags slows the load, which `Load` shows)."""
+    an orchestrator's window; a runtime that lags slows the load, which `PacedReports` shows)."""
     gate = asyncio.Semaphore(window)
     began = time.perf_counter()
 
@@ -66,7 +66,7 @@ async def paced_failures(handles: Sequence[RouteHandle], rate: float, window: in
         sent.append(asyncio.create_task(one(handle)))
     states = await asyncio.gather(*sent)
     wrong = sum(1 for state in states if state != "retry_wait")
-    return Load(len(handles), time.perf_counter() - began, wrong)
+    return PacedReports(len(handles), time.perf_counter() - began, wrong)
 
 
 @dataclass
