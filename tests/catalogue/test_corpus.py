@@ -158,6 +158,7 @@ BLIND11 = "bench/data/real_errors.blind11.jsonl"
 BLIND12 = "bench/data/real_errors.blind12.jsonl"
 BLIND13 = "bench/data/real_errors.blind13.jsonl"
 BLIND14 = "bench/data/real_errors.blind14.jsonl"
+BLIND15 = "bench/data/real_errors.blind15.jsonl"
 # Each fresh set after the fourth, with the sets collected before it.
 FRESH_SETS = (
     (BLIND5, (*BLIND_SETS, BLIND3, BLIND4)),
@@ -190,6 +191,24 @@ FRESH_SETS = (
             BLIND11,
             BLIND12,
             BLIND13,
+        ),
+    ),
+    (
+        BLIND15,
+        (
+            *BLIND_SETS,
+            BLIND3,
+            BLIND4,
+            BLIND5,
+            BLIND6,
+            BLIND7,
+            BLIND8,
+            BLIND9,
+            BLIND10,
+            BLIND11,
+            BLIND12,
+            BLIND13,
+            BLIND14,
         ),
     ),
 )
