@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -126,8 +127,13 @@ BLIND4 = "bench/data/real_errors.blind4.jsonl"
 
 
 def _thread(source: object) -> str:
-    """An issue and a pull request with the same number are one GitHub thread."""
-    return str(source).rstrip("/").lower().replace("/pull/", "/issues/")
+    """An issue and a pull request with the same number are one GitHub thread; a gist and
+    its copies on mirror hosts (gist.github.com, gist.github.<mirror>) are one gist."""
+    text = str(source).rstrip("/").lower().replace("/pull/", "/issues/")
+    parts = urlsplit(text)
+    if parts.netloc.startswith("gist."):
+        return "gist:" + parts.path
+    return text
 
 
 def test_the_fourth_blind_set_loads_as_evidence_from_threads_no_earlier_set_used() -> None:
