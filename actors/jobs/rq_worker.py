@@ -98,7 +98,26 @@ class SupervisedScheduler(RQScheduler):
             return
 
 
-class RecoveryWorker(SimpleWorker):
+class PromptTeardownWorker(SimpleWorker):
+    """rq's SimpleWorker whose teardown does not wait out its pubsub thread's read.
+
+    rq (3.0) sends UNSUBSCRIBE, then stops its pubsub thread and (with redis-py 8) waits for
+    it, while the thread blocks up to 60 s reading the next message. When the thread had
+    already taken the UNSUBSCRIBE's reply before the stop, that read found nothing: a burst
+    worker's `work()` (and a stopping worker) took 60 s. Its loop is ended first here, so
+    the UNSUBSCRIBE's reply is the last message it reads."""
+
+    def unsubscribe(self) -> None:
+        thread = self.pubsub_thread
+        if thread is not None:
+            try:
+                thread.stop(timeout=0)
+            except TypeError:  # redis-py before 8: stop() only clears the flag
+                thread.stop()
+        super().unsubscribe()
+
+
+class RecoveryWorker(PromptTeardownWorker):
     """A SimpleWorker (the job runs in the worker process) whose scheduler is supervised."""
 
     max_connection_wait_time = MAX_RECONNECT_WAIT_S

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 import redis
-from rq import Queue, SimpleWorker
+from rq import Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.jobs.rq_worker import PromptTeardownWorker
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.models import RouteSnapshot
 from actors.store.sync_reads import read_route
@@ -39,7 +40,9 @@ class Rig:
     keys: KeySpace
 
     def work(self) -> None:
-        worker = SimpleWorker([self.queue], connection=self.connection, serializer=JSONSerializer)
+        worker = PromptTeardownWorker(
+            [self.queue], connection=self.connection, serializer=JSONSerializer
+        )
         worker.work(burst=True, with_scheduler=True)
 
     def calls(self) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ import fakeredis
 import pytest
 import ray
 import redis
-from rq import Queue, SimpleWorker
+from rq import Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
@@ -45,6 +45,7 @@ from actors.jobs.backstop_arming import (
 )
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.queue import backstop_queue_name, dispatch_queue, enqueue_dispatch
+from actors.jobs.rq_worker import PromptTeardownWorker
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.commands import RouteSettings
 from actors.routes.models import RouteSnapshot
@@ -240,7 +241,7 @@ class Rig:
 
     def work(self) -> None:
         queues = [self.backstops, self.queue]
-        worker = SimpleWorker(queues, connection=self.connection, serializer=JSONSerializer)
+        worker = PromptTeardownWorker(queues, connection=self.connection, serializer=JSONSerializer)
         worker.work(burst=True, with_scheduler=True)
 
     def waiting_route(self, route_id: str, host_id: str = HOST) -> RouteSnapshot:

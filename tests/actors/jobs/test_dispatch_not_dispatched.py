@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import redis
-from rq import Queue, SimpleWorker
+from rq import Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
@@ -26,6 +26,7 @@ from actors.jobs.dispatch import REASON_AMBIGUOUS, REASON_UNLOADABLE
 from actors.jobs.ledger import DispatchLedger
 from actors.jobs.queue import backstop_queue_name, dispatch_queue, enqueue_dispatch
 from actors.jobs.reconcile import reconcile
+from actors.jobs.rq_worker import PromptTeardownWorker
 from actors.jobs.worker_engine import worker_engine
 from actors.keys import AttemptFence
 from actors.routes.commands import ReturnUnsent
@@ -83,7 +84,9 @@ class Rig:
             self.queue, self.backend.keys, AttemptFence(R, route.generation, route.attempt_ordinal),
             dispatcher=dispatcher, now=T0, host_id=host_id, redeliveries=route.redeliveries,
         )  # fmt: skip
-        worker = SimpleWorker([self.queue], connection=self.connection, serializer=JSONSerializer)
+        worker = PromptTeardownWorker(
+            [self.queue], connection=self.connection, serializer=JSONSerializer
+        )
         worker.work(burst=True, with_scheduler=True)
 
     def route(self) -> RouteSnapshot:
@@ -240,7 +243,9 @@ def test_reconcile_queues_a_due_redelivery_its_host_never_enqueued(rig: Rig) -> 
 
     report = reconcile(rig.queue, rig.backend.keys, DELIVER, now=T0)
     assert report.requeued == [R]
-    SimpleWorker([rig.queue], connection=rig.connection, serializer=JSONSerializer).work(burst=True)
+    PromptTeardownWorker([rig.queue], connection=rig.connection, serializer=JSONSerializer).work(
+        burst=True
+    )
     assert rig.calls() == [(1, 1), (1, 1)]
     assert rig.ledger_outcome(1, 1) == "delivered"
     again = reconcile(rig.queue, rig.backend.keys, DELIVER, now=T0)

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import redis
-from rq import SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
@@ -24,6 +23,7 @@ from actors.engine.service import RouteService
 from actors.engine.settings import circuit_binding
 from actors.jobs.dispatch import REASON_AMBIGUOUS
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.jobs.rq_worker import PromptTeardownWorker
 from actors.keys import AttemptFence
 from actors.routes.circuit_board import REASON_PARKED, candidate_key, covering
 from actors.routes.circuit_models import CircuitView
@@ -79,7 +79,7 @@ class Rig:
             queue, self.backend.keys, AttemptFence(R, route.generation, route.attempt_ordinal),
             dispatcher=dispatcher, now=self.backend.clock.now(),
         )  # fmt: skip
-        SimpleWorker([queue], connection=self.connection, serializer=JSONSerializer).work(
+        PromptTeardownWorker([queue], connection=self.connection, serializer=JSONSerializer).work(
             burst=True, with_scheduler=True
         )
         for job_id in queue.finished_job_registry.get_job_ids():

@@ -12,11 +12,12 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from rq import Queue, SimpleWorker, Worker
+from rq import Queue, Worker
 from rq.executions import Execution
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
+from actors.jobs.rq_worker import PromptTeardownWorker
 from actors.jobs.stranded import (
     STRANDED_AFTER_S,
     Stranded,
@@ -86,7 +87,7 @@ def test_a_stranded_job_goes_back_on_its_queue_after_the_grace_and_then_runs(
     clock.now += 0.1
     assert sweep.sweep([queue]) == [job.id]
     assert (listed(queue), intermediate(queue)) == ([job.id], [])
-    worker = SimpleWorker([queue], connection=queue.connection, serializer=JSONSerializer)
+    worker = PromptTeardownWorker([queue], connection=queue.connection, serializer=JSONSerializer)
     assert worker.work(burst=True)
     done = Job.fetch(job.id, connection=queue.connection, serializer=JSONSerializer)
     assert (done.get_status(), done.return_value()) == (JobStatus.FINISHED, 3)
@@ -150,7 +151,7 @@ def test_a_job_whose_worker_is_gone_goes_back_on_its_queue_and_runs(
     assert (listed(queue), intermediate(queue)) == ([job.id], [])
     assert queue.started_job_registry.get_job_and_execution_ids(cleanup=False) == []
     assert job.get_status(refresh=True) == JobStatus.QUEUED
-    worker = SimpleWorker([queue], connection=queue.connection, serializer=JSONSerializer)
+    worker = PromptTeardownWorker([queue], connection=queue.connection, serializer=JSONSerializer)
     assert worker.work(burst=True)
     assert job.return_value(refresh=True) == 3
 

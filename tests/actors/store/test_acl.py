@@ -14,12 +14,12 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 import redis
-from rq import SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from actors.errors import InvalidIdentifierError
 from actors.jobs.queue import dispatch_queue, enqueue_dispatch
+from actors.jobs.rq_worker import PromptTeardownWorker
 from actors.keys import AttemptFence, KeySpace
 from actors.store.acl import acl_user_rule
 from tests.actors.cli.test_cli_up import read_route, write_waiting_route
@@ -83,7 +83,7 @@ def test_the_runtime_writes_and_rq_works_as_the_restricted_user(
         fence = AttemptFence("acl-route", 1, 1)
         job_id = enqueue_dispatch(queue, keys, fence, dispatcher="x:y", now=datetime.now(UTC))
         assert job_id is not None
-        worker = SimpleWorker([queue], connection=connection, serializer=JSONSerializer)
+        worker = PromptTeardownWorker([queue], connection=connection, serializer=JSONSerializer)
         assert worker.work(burst=True)
         job = Job.fetch(job_id, connection=connection, serializer=JSONSerializer)
         assert job.return_value() == "stale"  # it ran: the route is not retrying
