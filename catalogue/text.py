@@ -196,7 +196,7 @@ def status_in_text(lowered: str) -> int | None:
 _REPORT_DECORATION = re.compile(r"^[\s●⏺⎿✕✖✗✘■•·│>*\-\[]*")
 _REPORT_PREFIX = re.compile(
     r"(?:(?:acp|agent|json-?rpc|rpc)(?: protocol)? )?"
-    r"(?:api error|internal error|error|fatal|错误|ошибка|erreur|fehler)\b\s*[:(\[]|api error\b"
+    r"(?:api error|internal error|error|fatal|错误|ошибка|erreur|fehler)\b\s*[:：(\[]|api error\b"
 )
 
 
