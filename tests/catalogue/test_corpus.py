@@ -165,58 +165,17 @@ BLIND12 = "bench/data/real_errors.blind12.jsonl"
 BLIND13 = "bench/data/real_errors.blind13.jsonl"
 BLIND14 = "bench/data/real_errors.blind14.jsonl"
 BLIND15 = "bench/data/real_errors.blind15.jsonl"
+# The fresh sets after the fourth, in the order they were collected.
+COLLECTED = (
+    BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10, BLIND11, BLIND12, BLIND13, BLIND14, BLIND15,
+)  # fmt: skip
+# blind13 (96 rows) is below the test's size floor: only an earlier set of those after it.
+BELOW_FLOOR = frozenset({BLIND13})
 # Each fresh set after the fourth, with the sets collected before it.
-FRESH_SETS = (
-    (BLIND5, (*BLIND_SETS, BLIND3, BLIND4)),
-    (BLIND6, (*BLIND_SETS, BLIND3, BLIND4, BLIND5)),
-    (BLIND7, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6)),
-    (BLIND8, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7)),
-    (BLIND9, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8)),
-    (BLIND10, (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9)),
-    (
-        BLIND11,
-        (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10),
-    ),
-    (
-        BLIND12,
-        (*BLIND_SETS, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10, BLIND11),
-    ),
-    # blind13 (96 rows) is below this test's size floor, but it is an earlier set all the same.
-    (
-        BLIND14,
-        (
-            *BLIND_SETS,
-            BLIND3,
-            BLIND4,
-            BLIND5,
-            BLIND6,
-            BLIND7,
-            BLIND8,
-            BLIND9,
-            BLIND10,
-            BLIND11,
-            BLIND12,
-            BLIND13,
-        ),
-    ),
-    (
-        BLIND15,
-        (
-            *BLIND_SETS,
-            BLIND3,
-            BLIND4,
-            BLIND5,
-            BLIND6,
-            BLIND7,
-            BLIND8,
-            BLIND9,
-            BLIND10,
-            BLIND11,
-            BLIND12,
-            BLIND13,
-            BLIND14,
-        ),
-    ),
+FRESH_SETS = tuple(
+    (path, (*BLIND_SETS, BLIND3, BLIND4, *COLLECTED[:position]))
+    for position, path in enumerate(COLLECTED)
+    if path not in BELOW_FLOOR
 )
 # blind10 was collected with up to two rows from one thread (two different errors in one
 # report: six threads); every earlier fresh set has one row a thread.
