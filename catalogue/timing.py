@@ -88,7 +88,11 @@ _DELAY_LEAD = re.compile(
     r"(?<![^\W\d])(?:try\s+again\s+in|retry\s+(?:in|after)|resets?\s+(?:in|after)"
     # "please try again after 1 seconds" (Moonshot) is the server's; "if you fixed this,
     # try again after 5 minutes" is advice.
-    r"|(?<=please\s)try\s+again\s+after|wait(?:\s+for)?)\b"
+    r"|(?<=please\s)try\s+again\s+after|wait(?:\s+for)?"
+    # A client relaying the delay its provider asked for ("Provider requested 1800000ms
+    # wait, exceeds retry.maxDelayMs", can1357/oh-my-pi): the server's hint, not the
+    # client's own backoff.
+    r"|(?<=provider\s)requested|(?<=server\s)requested|(?<=upstream\s)requested)\b"
     # "Resets in: 2m27s", "Wait ~30s", "wait about 5 minutes": a colon or an approximation
     # between the lead and the delay.
     r"(?::|\s*~|\s+(?:about|approximately|approx\.|around|roughly))?"
@@ -102,7 +106,7 @@ _INSTANT_LEAD = re.compile(
     r"(?<![^\W\d_])(?:resets?|(?:try\s+again|retry|available)\s+at)\s+(?:at\s+|on\s+)?"
 )
 # Keywords that start a lead phrase ("try" also finds "retry", two characters earlier).
-_LEAD_KEYWORDS = ("try", "reset", "wait", "available")
+_LEAD_KEYWORDS = ("try", "reset", "wait", "available", "requested")
 _RETRY_DELAY_WORDS = frozenset({"retrydelay", "retry_delay"})
 # Every word one of which some reader needs in the text before it can read anything: the
 # structured signals, the lead keywords, Claude Code's "limit reached|<epoch>" and the

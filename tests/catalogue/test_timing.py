@@ -72,6 +72,9 @@ def assert_within_bounds(hint: TimingHint | None, now: datetime) -> None:
         ("usage resets in 3 hours", 10800),
         ("try again in 1 hour and 30 minutes", 5400),
         ("Please retry after 0 seconds", 0),
+        # A client relaying its provider's delay (can1357/oh-my-pi), beside its own limit.
+        ("Provider requested 1800000ms wait, exceeds retry.maxDelayMs (300000ms).", 1800),
+        ("upstream requested 45s delay before the next attempt", 45),
         # Case and hard wrapping.
         ("TRY AGAIN IN 20 SECONDS", 20),
         ("please   try\n   again   in  2 hours,\n     30 minutes", 9000),
@@ -268,6 +271,9 @@ def test_iso_instant_with_an_offset_is_a_reset_instant(text: str, expected: date
         'AnthropicException - {"type":"error","error":{"type":"rate_limit_error"}}\n'
         "Retry in 0.7 seconds.",
         "litellm.RateLimitError: ...\n   Retry after 2.5 seconds.",
+        # What the client itself asked for or capped, not what a provider asked.
+        "Client requested 30s timeout for the stream",
+        "exceeds retry.maxDelayMs (300000ms)",
     ],
 )
 def test_client_countdown_is_not_a_server_hint(text: str) -> None:
