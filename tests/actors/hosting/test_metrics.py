@@ -1,5 +1,6 @@
 """The route hosts' metrics reach Ray's Prometheus export (scraped as Prometheus would).
-Ray flushes metrics about every 10 s: the test waits on the scrape, with a timeout."""
+Ray flushes metrics on its own period (1 s in the test session, tests/actors/ray_fixtures.py):
+the test waits on the scrape, with a timeout."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def test_route_metrics_are_exported_on_rays_prometheus_endpoint(
                                    invocation_id="inv-1")  # fmt: skip
         with pytest.raises(StaleGenerationError):
             await route.report_success(7)
-        # Ray exports every ~10 s: an export taken before the guard was counted shows 0
+        # Ray exports on its period: an export taken before the guard was counted shows 0
         return await scrape_until(EXPECTED, SCRAPE_TIMEOUT_S, until=_guard_counted)
 
     text = asyncio.run(scenario())
