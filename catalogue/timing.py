@@ -78,6 +78,15 @@ _RETRY_DELAY_JSON = re.compile(
 _RETRY_DELAY_PROTO = re.compile(
     r"retry_delay\s*\{\s*seconds:\s*(\d{1,12})(?:\s+nanos:\s*(\d{1,9}))?\s*\}"
 )
+# RetryInfo as Go prints a decoded map ("map[@type:type.googleapis.com/google.rpc.RetryInfo
+# retryDelay:12s]", charmbracelet/crush's log).
+_RETRY_DELAY_GO_MAP = re.compile(r"(?<![\w\\\"'])retrydelay:(\d{1,12}(?:\.\d{1,12})?)s(?![\w.])")
+# A 429 whose delay is a bare count of seconds after "retry after", as Telegram's Bot API
+# words it ("Too Many Requests: retry after 35", relayed by n8n): no unit to read.
+_BEFORE_BARE_SECONDS: Final = "too many requests: "
+_BARE_SECONDS_AFTER_429 = re.compile(
+    r"too many requests: retry after (\d{1,7})(?![\d.,]|[ \t]*[a-zµμ])"
+)
 # Phrases a server uses before a delay, matched only where `_lead_starts` found a keyword
 # (str.find is ~20x faster than searching for an alternation). "Retrying in" (a client
 # countdown) matches none: "retry" must be followed by whitespace. The lookbehind keeps
@@ -275,6 +284,9 @@ def _retry_delay_hint(t: str) -> TimingHint | None:
         seconds = int(match.group(1)) + int(match.group(2) or 0) / 10**9
         if (hint := _relative(seconds, "structured")) is not None:
             return hint
+    for match in _RETRY_DELAY_GO_MAP.finditer(t):
+        if (hint := _relative(float(match.group(1)), "structured")) is not None:
+            return hint
     return None
 
 
@@ -284,7 +296,10 @@ def _delay_at(t: str, start: int) -> TimingHint | None:
     if _relay_pool_countdown(t, start):
         return None
     parsed = read_duration(t, lead.end())
-    if parsed is None or _ATTEMPT_AFTER.match(t, parsed[1]):
+    if parsed is None:
+        bare = _BARE_SECONDS_AFTER_429.match(t, max(0, start - len(_BEFORE_BARE_SECONDS)))
+        return None if bare is None else _relative(float(bare.group(1)), "text")
+    if _ATTEMPT_AFTER.match(t, parsed[1]):
         return None
     return _relative(parsed[0], "text")
 

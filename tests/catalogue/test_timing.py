@@ -75,6 +75,8 @@ def assert_within_bounds(hint: TimingHint | None, now: datetime) -> None:
         # A client relaying its provider's delay (can1357/oh-my-pi), beside its own limit.
         ("Provider requested 1800000ms wait, exceeds retry.maxDelayMs (300000ms).", 1800),
         ("upstream requested 45s delay before the next attempt", 45),
+        # Telegram's Bot API 429 (a bare count of seconds), as n8n relays it.
+        ("Workflow could not be published: Too Many Requests: retry after 35", 35),
         # Case and hard wrapping.
         ("TRY AGAIN IN 20 SECONDS", 20),
         ("please   try\n   again   in  2 hours,\n     30 minutes", 9000),
@@ -143,6 +145,8 @@ def test_repeated_units_end_a_duration() -> None:
         # (llmsresearch/paperbanana#10).
         ("'RetryInfo', 'retryDelay':          │ │\n│ │               '59s'}]}})>", 59),
         ("retry_delay {\n  seconds: 26\n  nanos: 500000000\n}", 26.5),
+        # As Go prints the decoded map (charmbracelet/crush).
+        ("map[@type:type.googleapis.com/google.rpc.RetryInfo retryDelay:12s]]", 12),
     ],
 )
 def test_gemini_retry_info_is_a_structured_hint(text: str, seconds: float) -> None:
@@ -274,6 +278,8 @@ def test_iso_instant_with_an_offset_is_a_reset_instant(text: str, expected: date
         # What the client itself asked for or capped, not what a provider asked.
         "Client requested 30s timeout for the stream",
         "exceeds retry.maxDelayMs (300000ms)",
+        # A bare number after "retry after" is read only in a 429's own words.
+        "the job will retry after 3 failures",
     ],
 )
 def test_client_countdown_is_not_a_server_hint(text: str) -> None:
