@@ -132,6 +132,26 @@ RESET_SIGNALS: list[tuple[str, Evidence, datetime]] = [
                agent="codex-acp", timezone="Asia/Tokyo"),
         datetime(2026, 3, 2, 0, 15, tzinfo=UTC),
     ),
+    (
+        "gemini RetryInfo as go prints a map",
+        stderr("Error 429, Message: Resource has been exhausted (e.g. check quota).\nStatus: "
+               "RESOURCE_EXHAUSTED,\nDetails: [map[@type:type.googleapis.com/google.rpc."
+               "RetryInfo retryDelay:12s]]", provider="google"),
+        in_seconds(12),
+    ),
+    (
+        "a provider's delay relayed by its client",
+        stderr("Error: Retry failed after 1 attempts: Provider requested 1800000ms wait, "
+               "exceeds retry.maxDelayMs (300000ms). Original error: Cloud Code Assist API "
+               'error (429): {"error":{"code":429,"message":"Resource has been exhausted '
+               '(e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}', provider="google"),
+        in_seconds(1800),
+    ),
+    (
+        "telegram's bare seconds after a 429",
+        stderr("Workflow could not be published: Too Many Requests: retry after 35"),
+        in_seconds(35),
+    ),
 ]  # fmt: skip
 
 
