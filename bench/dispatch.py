@@ -47,7 +47,7 @@ from typing import Any, Final
 
 import ray
 import runtime_burst
-from bench_common import delete_keys, machine_context, print_json_line, redis_url
+from bench_common import machine_context, print_json_line, redis_url
 from chaos_dispatcher import DISPATCHER, LOG_ENV
 from cpu_meter import CpuMeter, CpuSpent, process_cpu_s
 from dispatch_phases import DispatchLog, figures, paced_failures, timings, twice
@@ -206,11 +206,7 @@ async def run(options: Options) -> dict[str, Any]:
                 found = await warm(rig) | await measure(rig)
                 found["elapsed_s"] = round(time.perf_counter() - began, 1)
             finally:
-                gc.unfreeze()
-                runtime_burst.stop_runtime(runtime)
-                await delete_keys(raw, keys)
-                await raw.aclose()
-                await store.aclose()
+                await runtime_burst.tear_down(runtime, raw, store, keys)
     return found | context(options, runtime, f"{server}, redis {version}")
 
 

@@ -11,16 +11,20 @@ from its call to the returned snapshot. `single_reports` sends one report at a t
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Sequence
 from typing import Any, Final
 
 import ray
-from bench_common import Figure
+from bench_common import Figure, delete_keys
+from redis.asyncio import Redis
 
 from actors.hosting.handle import RouteHandle
 from actors.hosting.runtime import RecoveryRuntime
+from actors.keys import KeySpace
 from actors.routes.models import RouteSnapshot
+from actors.store.route_store import RouteStore
 from catalogue import Evidence
 from circuits import CircuitSettings
 from policy import TurnEvidence
@@ -53,6 +57,19 @@ async def process_ids(hosts: Sequence[Any]) -> list[int]:
 def stop_runtime(runtime: RecoveryRuntime) -> None:
     runtime.shutdown()
     ray.shutdown()
+
+
+async def tear_down(
+    runtime: RecoveryRuntime, raw: Redis, store: RouteStore, keys: KeySpace
+) -> None:
+    """The end of a run on a runtime of `start_runtime`: the process's frozen objects back
+    to the collector, the runtime and its Ray stopped, the run's keys deleted, the clients
+    closed."""
+    gc.unfreeze()
+    stop_runtime(runtime)
+    await delete_keys(raw, keys)
+    await raw.aclose()
+    await store.aclose()
 
 
 async def report(handle: RouteHandle, evidence: Evidence, turn: TurnEvidence) -> RouteSnapshot:

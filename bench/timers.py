@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import runtime_burst
-from bench_common import delete_keys, machine_context, print_json_line, redis_url
+from bench_common import machine_context, print_json_line, redis_url
 from redis.asyncio import Redis
 from timer_phases import (
     Load,
@@ -252,11 +252,7 @@ async def run(options: Options) -> dict[str, Any]:
             figures |= memory | await kill_to_serving(rig, idle_ids[0])
             figures["elapsed_s"] = round(time.perf_counter() - began, 1)
         finally:
-            gc.unfreeze()
-            runtime_burst.stop_runtime(runtime)
-            await delete_keys(raw, keys)
-            await raw.aclose()
-            await store.aclose()
+            await runtime_burst.tear_down(runtime, raw, store, keys)
     return figures | context(options, f"{server}, redis {version}")
 
 

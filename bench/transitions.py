@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import runtime_burst
-from bench_common import Figure, chunks, delete_keys, ms, percentile, print_json_line, redis_url
+from bench_common import Figure, chunks, ms, percentile, print_json_line, redis_url
 from cpu_meter import CpuMeter
 from redis.asyncio import Redis
 from transition_pairs import Pair, pairs_summary, with_cpu
@@ -457,11 +457,7 @@ async def run(options: Options) -> dict[str, Any]:
             single = await runtime_burst.single_reports(single_handles, EVIDENCE, SAFE_TURN)
             figures = [await measure_fleet(rig, fleet) for fleet in fleets]
         finally:
-            gc.unfreeze()
-            runtime_burst.stop_runtime(runtime)
-            await delete_keys(raw, keys)
-            await raw.aclose()
-            await store.aclose()
+            await runtime_burst.tear_down(runtime, raw, store, keys)
     return report(options, figures, single, server, str(info.get("redis_version")))
 
 
