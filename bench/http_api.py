@@ -12,6 +12,9 @@ is measured. The orchestrators are two processes of their own, as they would be:
 - `handle`: a Python process attached to the runtime (`RecoveryRuntime.attach`, its own
   Ray driver) calling RouteHandle.report_failure, the Evidence made from the same data
   and the handle taken in the timed call;
+- `http_node` (when `node` is on PATH, unless `--no-node`): an orchestrator that is not
+  Python, the same body sent to the same API with Node's standard `http` module and one
+  keep-alive connection (bench/http_node_client.mjs), timed in that client alike;
 - `http_fastapi` (unless `--no-reference`): the `http` client's twin on a second API
   served beside the first, the same app without its fast path (every request through
   FastAPI's machinery, as before actors/api/fast_path.py): what the fast path saves, in
@@ -40,6 +43,7 @@ import http.client
 import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -84,15 +88,20 @@ Report = Callable[[str], str]
 # with one line `wall_s cpu_s state` (its own clock and CPU time around the call).
 
 
+def failure_body() -> dict[str, Any]:
+    """The body of every report over HTTP (the handle's arguments, as JSON)."""
+    turn = turn_evidence().model_dump(mode="json")
+    return {"generation": 1, "evidence": EVIDENCE, "turn": turn,
+            "caller": "bench", "invocation_id": "turn-1"}  # fmt: skip
+
+
 def http_client(port: int) -> Report:
     """One keep-alive connection to the API, as an orchestrator's HTTP client keeps."""
-    turn = turn_evidence().model_dump(mode="json")
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 
     def report(route_id: str) -> str:
-        body = {"generation": 1, "evidence": EVIDENCE, "turn": turn,
-                "caller": "bench", "invocation_id": "turn-1"}  # fmt: skip
+        body = failure_body()
         connection.request("POST", f"/routes/{route_id}/failure", json.dumps(body), headers)
         answer = connection.getresponse()
         data: dict[str, Any] = json.loads(answer.read())
@@ -144,8 +153,13 @@ class Client:
 
     @classmethod
     def spawn(cls, name: str, kind: str, *arguments: str) -> Client:
-        """A client process of `kind` (http or handle), called `name` in the figures."""
-        command = [sys.executable, __file__, "--client", kind, *arguments]
+        """A Python client process of `kind` (http or handle), called `name` in the
+        figures."""
+        return cls.of_command(name, [sys.executable, __file__, "--client", kind, *arguments])
+
+    @classmethod
+    def of_command(cls, name: str, command: list[str]) -> Client:
+        """A client process running `command` (it speaks the line protocol above)."""
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
@@ -235,9 +249,13 @@ def added(
     }
 
 
-def run(pairs: int, warmup: int, hosts: int, reference: bool) -> dict[str, Any]:
+NODE_CLIENT: Final = Path(__file__).with_name("http_node_client.mjs")
+
+
+def run(pairs: int, warmup: int, hosts: int, reference: bool, node: str | None) -> dict[str, Any]:
     total = pairs + warmup
-    names = ("http", "http_fastapi", "handle") if reference else ("http", "handle")
+    names = ("http", *(["http_node"] if node else []),
+             *(["http_fastapi"] if reference else []), "handle")  # fmt: skip
     routes = {name: [f"{name}-{i}" for i in range(total)] for name in names}
     prefix = f"bench-http-{os.getpid()}"
     with tempfile.TemporaryDirectory(prefix="bench-http-") as folder:
@@ -264,6 +282,10 @@ def run(pairs: int, warmup: int, hosts: int, reference: bool) -> dict[str, Any]:
             asyncio.run(start_all())
             for name, server in servers.items():
                 clients[name] = Client.spawn(name, "http", str(server.port))
+            if node:
+                command = [node, str(NODE_CLIENT), str(servers["http"].port), TOKEN,
+                           json.dumps(failure_body())]  # fmt: skip
+                clients["http_node"] = Client.of_command("http_node", command)
             clients["handle"] = Client.spawn("handle", "handle", runtime.url, prefix)
             gc.collect()
             gc.freeze()  # the timed reports see no full collection of the setup's garbage
@@ -299,8 +321,12 @@ def main(argv: list[str]) -> int:
         "--no-reference", action="store_true", help="no http_fastapi path (the app without "
         "its fast path)",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-node", action="store_true", help="no http_node path (Node's http client)"
+    )
     parser.add_argument("--client", nargs="+", help=argparse.SUPPRESS)  # a client process
     args = parser.parse_args(argv)
+    node = None if args.no_node else shutil.which("node")
     if args.client:
         kind, *where = args.client
         serve_client(http_client(int(where[0])) if kind == "http" else handle_client(*where))
@@ -309,7 +335,7 @@ def main(argv: list[str]) -> int:
     print_json_line(
         lambda: {
             **head,
-            **run(args.pairs, args.warmup, args.hosts, reference=not args.no_reference),
+            **run(args.pairs, args.warmup, args.hosts, not args.no_reference, node),
         }
     )
     return 0

@@ -4,8 +4,9 @@ per-request machinery.
 `POST /routes/{id}/failure`, `/success` and `/actions/{action}` are what an orchestrator
 sends in its hot loop. FastAPI spends ~230 µs of CPU on each (middleware layers, routing,
 dependency solving), several times what the request itself needs. `FastPath` sits in
-front of the Guard and the app (it is the app's outermost middleware of ours) and takes
-such a request only when it is plainly well formed, checking it as they would:
+front of FastAPI itself (actors/api/app.RecoveryApp: before its and Starlette's own
+per-request layers, the Guard and the app) and takes such a request only when it is
+plainly well formed, checking it as they would:
 
 - the bearer token of the `Authorization` header (or no token configured), a body sent
   as `application/json` with a `Content-Length` within the Guard's bound, each of those
@@ -34,7 +35,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from actors.api.auth import Tokens, bearer
 from actors.api.backend import RouteApi
@@ -152,9 +153,17 @@ class FastPath:
         if prepared is None:
             await self.app(scope, _replayed(read, receive), send)
             return
-        status = 500  # what the app's server error middleware answers to an exception
+        status = 500  # what the app's server error handler answers to an exception
         try:
-            response = await _answered(scope, receive, prepared)
+            try:
+                response = await _answered(scope, receive, prepared)
+            except Exception as error:
+                # Answered as the app's server error middleware answers (its handler of
+                # Exception), then raised for the server to log: the fast path sits in
+                # front of that middleware.
+                answer = await _server_error(scope, receive, error)
+                await answer(scope, receive, send)
+                raise
             status = response.status_code
             await response(scope, receive, send)
         finally:
@@ -210,6 +219,21 @@ async def _answered(scope: Scope, receive: Receive, prepared: Prepared) -> Respo
         if handled is None:
             raise
         return handled
+
+
+def _server_error(scope: Scope, receive: Receive, error: Exception) -> Awaitable[Response]:
+    """The app's answer to an exception none of its handlers takes: its handler of
+    Exception (or of 500), else Starlette's plain 500."""
+    handlers: dict[Any, Any] = scope["app"].exception_handlers
+    handler = handlers.get(Exception, handlers.get(500))
+    if handler is None:
+        return _plain_500()
+    answered: Awaitable[Response] = handler(Request(scope, receive), error)
+    return answered
+
+
+async def _plain_500() -> Response:
+    return PlainTextResponse("Internal Server Error", status_code=500)
 
 
 def _candidate(scope: Scope) -> tuple[FastCommand, str] | None:

@@ -89,9 +89,12 @@ class ApiServer:
         # took ~0.5 ms of CPU a request on this machine (README, bench/http_api.py). Each
         # answer in one write, not two (actors/api/coalescing.py). uvloop: the event loop
         # and its sockets in C, ~10 % less of the server's CPU a request than asyncio's.
+        # No proxy headers: nothing reads a client's address, and their middleware would
+        # wrap every request.
         config = uvicorn.Config(
             app, http=CoalescingHttpTools, loop="uvloop", log_level="warning", access_log=False,
             timeout_graceful_shutdown=GRACE_S, lifespan="on", server_header=False,
+            proxy_headers=False,
         )  # fmt: skip
         self._server = _Server(config, self._serving, stopping)
         self._failure: BaseException | None = None
