@@ -22,13 +22,14 @@ call. redis-py's own retries are off (as in RouteStore) so nothing is resent sil
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Self
+from typing import Any, Final, Protocol, Self
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from actors.errors import InvalidCircuitInputError, InvalidIdentifierError
+from actors.errors import InvalidCircuitInputError, InvalidIdentifierError, RecoveryError
 from actors.keys import AttemptFence, KeySpace, valid_resource_id, valid_route_id
 from actors.routes.circuit_models import (
     CircuitOverride,
@@ -40,7 +41,7 @@ from actors.routes.circuit_models import (
     valid_failure,
     valid_resource,
 )
-from actors.store.circuit_changes import CircuitChanges, text, unavailable
+from actors.store.circuit_changes import Change, CircuitChanges, text, unavailable
 from actors.store.circuit_codec import decode_resource, decode_view
 from actors.store.pool import OwnsItsClient, bounded_client
 from circuits import (
@@ -58,6 +59,28 @@ from policy.decisions import utc_iso
 DEFAULT_MAX_CONNECTIONS: Final = 16
 DEFAULT_TIMEOUT_S: Final = 5.0
 READ_BATCH: Final = 500
+
+
+class FailureBatch(Protocol):
+    """Failures (failure, route id) to count on one circuit, in order; `models`: each
+    one's (model, distinct models needed to open), as `record_failures` takes them (a
+    route round's Failures is one: actors/engine/circuit_round.py)."""
+
+    @property
+    def resource(self) -> ResourceKey: ...
+
+    @property
+    def failures(self) -> Sequence[tuple[FailureLike, str]]: ...
+
+    @property
+    def models(self) -> Sequence[tuple[str | None, int]] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    resource: ResourceKey
+    failures: Sequence[tuple[FailureLike, str]]
+    models: Sequence[tuple[str | None, int]] | None
 
 
 class CircuitStore(OwnsItsClient, CircuitChanges):
@@ -182,24 +205,47 @@ class CircuitStore(OwnsItsClient, CircuitChanges):
         compare-and-set loop per report). Unchanged (nothing written) when none counts.
         `models` gives each failure's (model, distinct models needed to open), for a
         provider-wide circuit fed by its models' failures (circuits.failure_targets)."""
-        valid_resource(resource)
-        checked = [(valid_failure(f), valid_route_id(route_id)) for f, route_id in failures]
+        now = aware("now", now)
+        change = self._failures_change(_Batch(resource, failures, models), now)
+        written, _, before = await self._change(
+            resource, change.operation, now, lambda state: (change.plan(state), None)
+        )
+        return before if written is None else written.view
+
+    async def record_failures_many(
+        self, batches: Sequence[FailureBatch], now: datetime
+    ) -> list[CircuitView | RecoveryError]:
+        """`record_failures` for several circuits (a route round's): each its own
+        compare-and-set, all of them read in one pipeline and written in another. Per
+        batch: the circuit as written (or as read, when nothing counted), or why it was
+        not written (CircuitConflictError, or its own script's error); a failure of Redis
+        itself raises CircuitStoreUnavailableError."""
+        now = aware("now", now)
+        changes = [self._failures_change(batch, now) for batch in batches]
+        return [
+            found if isinstance(found, RecoveryError)
+            else found[1] if found[0] is None else found[0].view
+            for found in await self._change_many(changes, now)
+        ]  # fmt: skip
+
+    def _failures_change(self, batch: FailureBatch, now: datetime) -> Change:
+        resource = valid_resource(batch.resource)
+        checked = [(valid_failure(f), valid_route_id(route_id)) for f, route_id in batch.failures]
+        models = batch.models
         how = list(models) if models is not None else [(None, 1)] * len(checked)
         if len(how) != len(checked):
             raise InvalidCircuitInputError("models", len(how), f"must give {len(checked)}")
-        now = aware("now", now)
         seed = resource.resource_id
 
-        def plan(state: CircuitState) -> tuple[CircuitState, None]:
+        def plan(state: CircuitState) -> CircuitState:
             for (failure, route_id), (model, min_models) in zip(checked, how, strict=True):
                 state = machine.record_failure(
                     state, failure, route_id, now, self.settings, seed=seed, model=model,
                     min_models=min_models,
                 )  # fmt: skip
-            return state, None
+            return state
 
-        written, _, before = await self._change(resource, "record_failures", now, plan)
-        return before if written is None else written.view
+        return Change(resource, "record_failures", plan)
 
     async def park_many(
         self, resource: ResourceKey, route_ids: Sequence[str], now: datetime

@@ -9,12 +9,15 @@ import asyncio
 import math
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
 from actors.errors import (
     CircuitConflictError,
+    CorruptCircuitError,
     InvalidCircuitInputError,
     InvalidRouteIdError,
     StoreUnavailableError,
@@ -344,6 +347,165 @@ def test_a_circuit_that_keeps_changing_raises_a_conflict_and_writes_nothing_of_t
         assert RESOURCE.resource_id in str(caught.value)
         stored = await read(RESOURCE)
         assert stored.status is CircuitStatus.CLOSED  # ours would have opened it
+        assert [m.route_id for m in stored.state.recent_failures] == ["rival"] * 3
+
+    run(backend, scenario, max_attempts=3)
+
+
+# -- a round's failures on several circuits at once --------------------------------------
+
+THIRD = ResourceKey(provider="google")
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A round's failures on one circuit, as actors/engine/circuit_round.Failures has them."""
+
+    resource: ResourceKey
+    failures: tuple[tuple[Any, str], ...]
+    models: tuple[tuple[str | None, int], ...] | None = None
+
+
+def folded(store: CircuitStore, batch: Batch, now: datetime) -> CircuitState:
+    """What the pure machine makes of `batch` on a closed circuit."""
+    state = CircuitState()
+    for found, route_id in batch.failures:
+        state = machine.record_failure(
+            state, found, route_id, now, store.settings, seed=batch.resource.resource_id
+        )
+    return state
+
+
+def counting_pipelines(store: CircuitStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    opened: list[int] = []
+    pipeline = store.client.pipeline
+
+    def counted(*args: Any, **options: Any) -> Any:
+        opened.append(1)
+        return pipeline(*args, **options)
+
+    monkeypatch.setattr(store.client, "pipeline", counted)
+    return opened
+
+
+def test_a_rounds_failures_on_several_circuits_are_read_and_written_in_two_round_trips(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = backend.clock.now()
+    batches = [
+        Batch(RESOURCE, ((hard(60), "route-a"),)),
+        Batch(OTHER, ((failure("network_unavailable"), "route-a"),
+                      (failure("network_unavailable"), "route-b"))),
+        Batch(THIRD, ((failure("context_length_exceeded"), "route-c"),)),  # counts on no circuit
+    ]  # fmt: skip
+
+    async def scenario(store: CircuitStore) -> None:
+        await store.client.script_load(store.apply_script.source)  # as after a first use
+        pipelines = counting_pipelines(store, monkeypatch)
+        written = await store.record_failures_many(batches, now)
+        assert len(pipelines) == 2  # every circuit read in one; the changed ones written in one
+        views = [view for view in written if isinstance(view, CircuitView)]
+        assert [v.state for v in views] == [folded(store, b, now) for b in batches]
+        assert [v.version for v in views] == [1, 1, 0]  # nothing counted: nothing written
+        assert views[0].status is CircuitStatus.OPEN
+        assert [await store.view(b.resource) for b in batches] == views
+
+    run(backend, scenario)
+
+
+def test_a_batch_sent_to_a_server_without_the_script_loads_it_and_writes_once(
+    backend: Backend,
+) -> None:
+    now = backend.clock.now()
+    batches = [Batch(RESOURCE, ((hard(60), "a"),)), Batch(OTHER, ((hard(60), "a"),))]
+
+    async def scenario(store: CircuitStore) -> None:
+        await store.client.script_flush()
+        written = await store.record_failures_many(batches, now)
+        assert [getattr(view, "version", None) for view in written] == [1, 1]
+        assert [(await store.view(b.resource)).version for b in batches] == [1, 1]
+
+    run(backend, scenario)
+
+
+def test_a_circuit_of_the_batch_that_lost_its_race_alone_is_planned_again(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = backend.clock.now()
+    batches = [Batch(RESOURCE, ((failure("network_unavailable"), "a"),)),
+               Batch(OTHER, ((failure("network_unavailable"), "a"),))]  # fmt: skip
+
+    async def scenario(store: CircuitStore) -> None:
+        reads: list[list[str]] = []
+        read = store._views_apart
+
+        async def read_then_rival_writes(resources: Any) -> Any:
+            seen = await read(resources)
+            reads.append([r.resource_id for r in resources])
+            if len(reads) == 1:  # a rival writes OTHER between our read and our write
+                async with open_store(backend) as rival:
+                    await rival.record_failure(OTHER, failure("network_unavailable"), "b", now)
+            return seen
+
+        monkeypatch.setattr(store, "_views_apart", read_then_rival_writes)
+        first, other = await store.record_failures_many(batches, now)
+        assert reads == [[RESOURCE.resource_id, OTHER.resource_id], [OTHER.resource_id]]
+        assert isinstance(first, CircuitView)
+        assert isinstance(other, CircuitView)
+        assert (first.version, other.version) == (1, 2)
+        assert sorted(m.route_id for m in other.state.recent_failures) == ["a", "b"]
+
+    run(backend, scenario)
+
+
+def test_a_circuit_that_cannot_be_read_fails_alone_and_the_others_are_written(
+    backend: Backend,
+) -> None:
+    now = backend.clock.now()
+    batches = [Batch(RESOURCE, ((hard(60), "a"),)), Batch(OTHER, ((hard(60), "a"),)),
+               Batch(THIRD, ((hard(60), "a"),))]  # fmt: skip
+
+    async def scenario(store: CircuitStore) -> None:
+        await store.client.set(store.keys.circuit(OTHER.resource_id), "not a hash")
+        await store.client.hset(store.keys.circuit(THIRD.resource_id), "status", "ajar")
+        first, other, third = await store.record_failures_many(batches, now)
+        assert isinstance(first, CircuitView)
+        assert first.status is CircuitStatus.OPEN
+        assert isinstance(other, StoreUnavailableError)
+        assert "WRONGTYPE" in str(other)
+        assert isinstance(third, CorruptCircuitError)
+        assert await store.client.get(store.keys.circuit(OTHER.resource_id)) == "not a hash"
+
+    run(backend, scenario)
+
+
+def test_a_batch_circuit_that_keeps_changing_is_a_conflict_of_its_own(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = backend.clock.now()
+    batches = [Batch(RESOURCE, ((failure("model_capacity"), "ours"),)),
+               Batch(OTHER, ((failure("model_capacity"), "ours"),))]  # fmt: skip
+
+    async def scenario(store: CircuitStore) -> None:
+        read = store._views_apart
+        writes = 0
+
+        async def read_then_rival_writes(resources: Any) -> Any:
+            nonlocal writes
+            seen = await read(resources)
+            writes += 1  # a new failure on RESOURCE each time
+            async with open_store(backend) as rival:
+                at = now + timedelta(milliseconds=writes)
+                await rival.record_failure(RESOURCE, failure("model_capacity"), "rival", at)
+            return seen
+
+        monkeypatch.setattr(store, "_views_apart", read_then_rival_writes)
+        first, other = await store.record_failures_many(batches, now)
+        assert isinstance(first, CircuitConflictError)
+        assert (first.operation, first.attempts) == ("record_failures", 3)
+        assert isinstance(other, CircuitView)
+        assert other.version == 1
+        stored = await store.view(RESOURCE)
         assert [m.route_id for m in stored.state.recent_failures] == ["rival"] * 3
 
     run(backend, scenario, max_attempts=3)
