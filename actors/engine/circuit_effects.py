@@ -65,6 +65,7 @@ from actors.engine.circuit_round import (
     Release,
     Verdict,
 )
+from actors.engine.circuit_sends import OrderedSends
 from actors.engine.redelivery import Redelivery
 from actors.routes.circuit_board import (
     REASON_RELEASED,
@@ -121,6 +122,14 @@ class CircuitEffects:
         self.on_released = on_released
         self.release_runner: Callable[[Sequence[Release]], Awaitable[Any]] | None = None
         self._redelivery: Redelivery | None = None
+        self._sends: OrderedSends | None = None
+
+    @property
+    def sends(self) -> OrderedSends:
+        """This process's rounds on their way to a remote owner (made on first use)."""
+        if self._sends is None:
+            self._sends = OrderedSends(self.deliver, self.redelivery.add)
+        return self._sends
 
     @property
     def redelivery(self) -> Redelivery:
@@ -161,6 +170,8 @@ class CircuitEffects:
                 if key is not None:
                     wanted.update(covering(key))
             wanted.update(self._choosable(command, snapshot, choosing, profiles))
+        if self._sends is not None:  # this process's earlier reports counted first
+            await self._sends.landed(wanted)
         views = await self.circuits.views(list(wanted.values())) if wanted else []
         board = CircuitBoard(self.binding, views)
         await take_probes(
@@ -203,7 +214,7 @@ class CircuitEffects:
         resource = resources.get(snapshot.circuit)
         if resource is None:
             return
-        await self.deliver(CircuitRound(now, (Verdict(resource, snapshot.probe_token, None),)))
+        await self.send(CircuitRound(now, (Verdict(resource, snapshot.probe_token, None),)))
 
     # -- after the transitions are durable --------------------------------------------
 
@@ -237,6 +248,15 @@ class CircuitEffects:
             failures=tuple(self._failures(board, after, context.now)),
             **self._parking(board, before, after),
         )
+        return await self.send(round_)
+
+    async def send(self, round_: CircuitRound) -> list[Release]:
+        """`round_` to the circuits' owner: a remote one's after this round is answered,
+        in order per circuit (actors/engine/circuit_sends.py); a local one's now, with
+        the releases it planned."""
+        if self.port.remote:
+            self.sends.send(round_)
+            return []
         return await self.deliver(round_)
 
     async def deliver(self, round_: CircuitRound) -> list[Release]:

@@ -16,7 +16,7 @@ handed back as the round's `undelivered` rest, never dropped here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
@@ -122,7 +122,12 @@ class Applied:
 
 
 class CircuitPort(Protocol):
-    """The circuit writes a route round needs, to whoever owns the circuits."""
+    """The circuit writes a route round needs, to whoever owns the circuits. `remote`:
+    the owner is another process (a circuit host), which carries out the releases
+    itself; a round is then sent after the route round is answered
+    (actors/engine/circuit_sends.py)."""
+
+    remote: bool
 
     async def acquire_probe(
         self, resource: ResourceKey, holder: str, now: datetime, ttl_s: float
@@ -138,6 +143,7 @@ class LocalCircuits:
 
     store: CircuitStore
     observer: CircuitObserver | None = None
+    remote: bool = False  # this process owns the circuits: releases come back here
 
     async def acquire_probe(
         self, resource: ResourceKey, holder: str, now: datetime, ttl_s: float
@@ -149,8 +155,7 @@ class LocalCircuits:
     async def apply_round(self, round_: CircuitRound) -> Applied:
         rest = _Rest(round_.now)
         releases = [r for v in round_.verdicts if (r := await self._verdict(v, round_, rest))]
-        for failures in round_.failures:
-            await self._failures(failures, round_.now, rest)
+        await self._failures(round_.failures, round_.now, rest)
         for parking in round_.parks:
             await self._park(parking, round_.now, rest)
         await self._unpark(round_.unparks, rest)
@@ -174,16 +179,21 @@ class LocalCircuits:
             self.observer.state_change(outcome.view.status.value, resource.label)
         return None if outcome.release is None else (resource, outcome.release)
 
-    async def _failures(self, failures: Failures, now: datetime, rest: _Rest) -> None:
-        try:
-            written = await self.store.record_failures(
-                failures.resource, list(failures.failures), now, models=list(failures.models)
-            )
-        except RecoveryError as error:
-            rest.failed("failures", failures.resource, error).failures.append(failures)
+    async def _failures(self, batches: Sequence[Failures], now: datetime, rest: _Rest) -> None:
+        """Every circuit's failures, each its own compare-and-set, in two round trips."""
+        if not batches:
             return
-        if written.status is not failures.seen and self.observer is not None:
-            self.observer.state_change(written.status.value, failures.resource.label)
+        try:
+            written = await self.store.record_failures_many(batches, now)
+        except RecoveryError as error:
+            for failures in batches:
+                rest.failed("failures", failures.resource, error).failures.append(failures)
+            return
+        for failures, found in zip(batches, written, strict=True):
+            if isinstance(found, RecoveryError):
+                rest.failed("failures", failures.resource, found).failures.append(failures)
+            elif found.status is not failures.seen and self.observer is not None:
+                self.observer.state_change(found.status.value, failures.resource.label)
 
     async def _park(self, parking: Parking, now: datetime, rest: _Rest) -> None:
         try:

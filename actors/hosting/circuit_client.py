@@ -45,6 +45,8 @@ def joined(parts: list[CircuitRound], now: datetime) -> CircuitRound | None:
 class ActorCircuits:
     """The circuit hosts of the installation under `prefix`, found by name."""
 
+    remote = True  # a circuit host releases what its rounds close
+
     def __init__(self, prefix: str, count: int) -> None:
         self.prefix = prefix
         self.owners = Owners(count, kind="circuit")

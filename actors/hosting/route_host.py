@@ -212,6 +212,7 @@ class RouteHost:
         self._timers.cancel_all()
         if self._backstops is not None:
             await self._backstops.aclose()
+        await self._effects.sends.drain()  # the circuit rounds answered but not sent yet
         await self._effects.redelivery.aclose()
         await self._transcript_client.aclose()
         await self._store.aclose()

@@ -97,6 +97,8 @@ def test_what_redis_refuses_comes_back_undelivered_never_dropped() -> None:
 class _FlakyPort:
     """Refuses the first `failures` deliveries, then takes everything."""
 
+    remote = False
+
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.taken: list[CircuitRound] = []

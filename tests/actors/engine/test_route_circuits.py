@@ -21,6 +21,7 @@ import pytest
 
 from actors.clock import ManualClock
 from actors.engine.circuit_effects import CircuitEffects
+from actors.engine.circuit_round import Applied, CircuitRound, LocalCircuits
 from actors.engine.service import RouteService
 from actors.keys import AttemptFence
 from actors.routes.circuit_board import (
@@ -34,7 +35,14 @@ from actors.routes.circuit_models import CircuitView
 from actors.routes.commands import FireDue, ReportFailure, Start
 from actors.routes.models import RouteSnapshot
 from actors.store.circuit_store import CircuitStore
-from circuits import CircuitSettings, CircuitStatus, ResourceKey, wave_budget
+from circuits import (
+    CircuitSettings,
+    CircuitStatus,
+    ProbeDenied,
+    ProbeGrant,
+    ResourceKey,
+    wave_budget,
+)
 from tests.actors.conftest import Backend
 from tests.actors.route_builders import T0
 from tests.actors.route_scenarios import (
@@ -298,6 +306,76 @@ async def test_a_skip_through_the_service_passes_over_a_candidate_open_in_redis(
         assert (after.state, after.candidate_id, after.generation) == ("active", "gemini", 2)
         # one read per round, covering every candidate a start or a skip could choose;
         # then the failure's compare-and-sets read claude's model circuit and the
-        # provider-wide one its models' failures feed (circuits.failure_targets)
+        # provider-wide one its models' failures feed (circuits.failure_targets), both in
+        # one pipeline
         every = 3 * len(covering(codex))
-        assert reads == [every, every, 1, 1]
+        assert reads == [every, every, 2]
+
+
+class GatedCircuitHost:
+    """A remote owner's port (as a circuit host's): it writes each round with its own
+    LocalCircuits, but only once the test opens the gate."""
+
+    remote = True
+
+    def __init__(self, circuits: CircuitStore) -> None:
+        self.local = LocalCircuits(circuits)
+        self.gate = asyncio.Event()
+        self.arrived = asyncio.Event()
+
+    async def acquire_probe(
+        self, resource: ResourceKey, holder: str, now: datetime, ttl_s: float
+    ) -> ProbeGrant | ProbeDenied:
+        return await self.local.acquire_probe(resource, holder, now, ttl_s)
+
+    async def apply_round(self, round_: CircuitRound) -> Applied:
+        self.arrived.set()
+        await self.gate.wait()
+        return await self.local.apply_round(round_)
+
+
+@run_async
+async def test_a_remote_owner_gets_the_round_after_the_answer_and_the_next_read_waits_for_it(
+    real_backend: Backend,
+) -> None:
+    assert real_backend.url is not None
+    clock = real_backend.clock
+    binding = CircuitBinding(  # two transient failures from two routes open a circuit
+        installation_key=b"route-circuits-test",
+        settings=CircuitSettings(reset_jitter_s=0, transient_threshold=2),
+    )
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(real_backend.store(events_maxlen=100))
+        circuits = CircuitStore.connect(
+            real_backend.url, keys=real_backend.keys, settings=binding.settings
+        )
+        stack.push_async_callback(circuits.aclose)
+        host = GatedCircuitHost(circuits)
+        effects = CircuitEffects(circuits, binding, port=host)
+        service = RouteService(store, clock, circuits=effects)
+        shared = seed_profile()
+        await service.run_many([(r, Start(shared, "kanban", f"inv-{r}")) for r in "ab"])
+        first = profile_candidate_key(shared, shared.candidates[0].id, binding)
+        assert first is not None
+        resources = [key for _, key in covering(first)]
+
+        def report(route_id: str) -> Coroutine[Any, Any, list[Any]]:
+            command = ReportFailure(1, overloaded(), safe_turn(), "kanban", f"inv-{route_id}")
+            return service.run_many([(route_id, command)])
+
+        (a,) = await report("a")  # answered with its circuit round not yet written
+        assert (a.state, a.circuit) == ("retry_wait", None)
+        await host.arrived.wait()
+        assert {view.version for view in await circuits.views(resources)} == {0}
+        second = asyncio.create_task(report("b"))
+        _, waiting = await asyncio.wait({second}, timeout=0.5)
+        assert waiting == {second}  # its round reads the circuits after a's round lands
+        host.gate.set()
+        (b,) = await second
+        # b's failure is the second one on a board that has a's: it opens the circuit,
+        # too long a wait for its policy, so it moved on to its next candidate
+        assert "is open until" in b.reason
+        assert (b.generation, b.candidate_id) == (2, shared.candidates[1].id)
+        await effects.sends.drain()
+        assert CircuitStatus.OPEN in {view.status for view in await circuits.views(resources)}
+        assert len(effects.sends) == 0
