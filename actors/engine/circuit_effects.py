@@ -18,7 +18,9 @@ round plans with; planning stays pure.
 After the round's transitions are applied (`settle`), they become ONE CircuitRound
 (actors/engine/circuit_round.py) sent to the circuits' owner (`port`): a circuit host when
 route hosts run under Ray (actors/hosting/circuit_client.py: one Ray call per circuit host
-per round), else this process (LocalCircuits). The owner applies it in this order:
+per round, sent after the round is answered, in order per circuit, and waited for by the
+next `prepare` that reads its circuits: actors/engine/circuit_sends.py), else this
+process (LocalCircuits, before the answer). The owner applies it in this order:
 1. probe verdicts: a route that held a probe lease and whose transition ended it reports
    it (success closes the circuit and plans its release; failure reopens it with the next
    backoff; no verdict - a stop, close, skip, or a failure that says nothing about the
