@@ -296,7 +296,14 @@ async def test_a_skip_through_the_service_passes_over_a_candidate_open_in_redis(
             reads.append(len(resources))
             return await views(resources)
 
+        apart = one.circuits._views_apart
+
+        async def counted_apart(resources: Sequence[ResourceKey]) -> list[Any]:
+            reads.append(len(resources))
+            return await apart(resources)
+
         one.circuits.views = counted  # type: ignore[method-assign]
+        one.circuits._views_apart = counted_apart  # type: ignore[method-assign]
         (route,) = await one.service.run_many([("route-a", Start(shape, "kanban", "inv-a"))])
         assert isinstance(route, RouteSnapshot)
         assert route.candidate_id == "claude"
