@@ -4,6 +4,7 @@ unreadable profile before still do. No Redis."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from actors.routes.commands import ReportFailure, RouteContext, SkipNow
 from actors.routes.models import RouteSnapshot
 from actors.routes.plan import plan
 from actors.routes.profiles import profile_from_json, profile_json
-from actors.store.route_codec import decode_route
+from actors.store.route_codec import decode_route, transition_request
 from tests.actors.route_builders import T0
 from tests.actors.route_drivers import R, started
 from tests.actors.route_scenarios import MemoryRoutes, overloaded, safe_turn, seed_profile
@@ -110,6 +111,22 @@ def _stored_route(**fields: str) -> dict[str, str]:
 
 
 KEY = f"recovery:route:{R}"
+
+
+def test_routes_storing_one_profile_text_share_one_document_written_back_unchanged() -> None:
+    text = json.dumps(profile_json(seed_profile()))
+    first = decode_route(R, _stored_route(profile=text), KEY)
+    second = decode_route("route-2", _stored_route(profile=text), KEY)
+    assert first.profile is second.profile  # parsed once, then found by its text
+    assert profile_from_json(R, first.profile) is profile_from_json("route-2", second.profile)
+    transition = plan(
+        first, ReportFailure(1, overloaded(), safe_turn(), "k", "i"), RouteContext(T0)
+    )
+    assert transition is not None
+    (argv, _attempt) = transition_request(transition, T0, 100)
+    fields = json.loads(argv)["fields"]
+    stored = dict(zip(fields[0::2], fields[1::2], strict=True))
+    assert json.loads(stored["profile"]) == json.loads(text)  # the shared text, as stored
 
 
 @pytest.mark.parametrize("text", ["not json", "{", '{"candidates": [', "\x00"])
