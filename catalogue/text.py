@@ -209,13 +209,21 @@ _REPORT_HEADER = re.compile(
 )
 
 
+# A streamed API's failure event relayed whole as a chunk: the Responses API's
+# '{"type":"response.failed","response":{...,"error":{...}}}' (Wei-Shaw/sub2api#5909) or a
+# Messages stream's '{"type":"error","error":{...}}'. Prose never opens with it.
+_ERROR_EVENT = re.compile(r'\{\s*"type"\s*:\s*"(?:response\.failed|error)"\s*,')
+
+
 def report_lines(text: str) -> list[str]:
     """Lines of a chunk that open with an error-report prefix, decoration stripped. A report
     line that opens a JSON body ("Internal error: {") keeps the body's lines under it. A
     chunk that opens with an agent's error-report header is that report: everything after
-    the header is kept."""
+    the header is kept; so is a chunk that opens with a stream's failure event."""
     all_lines = text.lower().splitlines()
     first = next((n for n, line in enumerate(all_lines) if line.strip()), None)
+    if first is not None and _ERROR_EVENT.match(all_lines[first].strip()):
+        return [line.strip() for line in all_lines[first:] if line.strip()]
     if first is not None and (header := _REPORT_HEADER.match(all_lines[first].strip())):
         rest = [all_lines[first].strip()[header.end() :], *all_lines[first + 1 :]]
         return [line.strip() for line in rest if line.strip()]
