@@ -13,8 +13,10 @@ decision this process makes as it was when it waited:
   to them (`landed`), so it plans from a board that has every earlier report of this
   process counted, as before.
 
-Other processes' rounds were never ordered with these. `drain` waits for everything (a
-host that stops sends what it holds first); what a crash loses is what the crash window
+Other processes' rounds were never ordered with these. At most `max_in_flight` rounds are
+on their way: beyond that a sender waits for its own round (a circuit host restarting
+holds the calls sent to it). `drain` waits for everything (a host that stops sends what
+it holds first); what a crash loses is what the crash window
 of a settle always lost (the route transitions are durable; actors/engine/
 circuit_effects.py says what each lost effect costs).
 """
@@ -30,6 +32,9 @@ from typing import Final
 from actors.engine.circuit_round import CircuitRound
 
 DRAIN_TIMEOUT_S: Final = 10.0
+MAX_IN_FLIGHT: Final = 1024
+"""Rounds on their way at most before a round's sender waits for its own to land (a
+circuit host restarting holds every call sent to it: the rounds wait in memory)."""
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +49,10 @@ class OrderedSends:
         self,
         deliver: Callable[[CircuitRound], Awaitable[object]],
         undelivered: Callable[[CircuitRound], None],
+        *,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
+        self.max_in_flight = max_in_flight
         self._deliver = deliver
         self._undelivered = undelivered
         self._latest: dict[str, asyncio.Task[None]] = {}  # resource id -> its last round
@@ -53,6 +61,18 @@ class OrderedSends:
     def __len__(self) -> int:
         """Rounds not landed yet."""
         return len(self._tasks)
+
+    @property
+    def full(self) -> bool:
+        """Whether `max_in_flight` rounds are on their way (the next sender should wait
+        for its own round: `send_and_wait`)."""
+        return len(self._tasks) >= self.max_in_flight
+
+    async def send_and_wait(self, round_: CircuitRound) -> None:
+        """`send`, then wait until `round_` has landed (its order kept): what a sender
+        does when too many rounds are on their way."""
+        self.send(round_)
+        await self.landed(round_.resources())
 
     def send(self, round_: CircuitRound) -> None:
         """Send `round_` after this process's earlier rounds on any of its circuits."""

@@ -115,3 +115,24 @@ def test_drain_waits_for_every_round_and_gives_up_at_its_bound() -> None:
         assert (len(sends), owner.taken) == (0, [stuck])
 
     run(body())
+
+
+def test_beyond_its_bound_a_sender_waits_for_its_own_round_to_land() -> None:
+    async def body() -> None:
+        owner = GatedOwner()
+        sends = OrderedSends(owner.deliver, lambda _r: None, max_in_flight=2)
+        first, second, third = on((RESOURCE, "r1")), on((OTHER, "r2")), on((THIRD, "r3"))
+        sends.send(first)
+        assert not sends.full
+        sends.send(second)
+        assert sends.full
+        waiting = asyncio.create_task(sends.send_and_wait(third))
+        owner.gate(third).set()
+        await waiting  # returns once its own round has landed, the others still held
+        assert owner.taken == [third]
+        owner.gate(first).set()
+        owner.gate(second).set()
+        await sends.drain()
+        assert (owner.taken, sends.full) == ([third, first, second], False)
+
+    run(body())

@@ -386,3 +386,29 @@ async def test_a_remote_owner_gets_the_round_after_the_answer_and_the_next_read_
         await effects.sends.drain()
         assert CircuitStatus.OPEN in {view.status for view in await circuits.views(resources)}
         assert len(effects.sends) == 0
+
+
+@run_async
+async def test_with_too_many_rounds_on_their_way_a_report_waits_for_its_own(
+    real_backend: Backend,
+) -> None:
+    assert real_backend.url is not None
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(real_backend.store(events_maxlen=100))
+        circuits = CircuitStore.connect(
+            real_backend.url, keys=real_backend.keys, settings=BINDING.settings
+        )
+        stack.push_async_callback(circuits.aclose)
+        host = GatedCircuitHost(circuits)
+        effects = CircuitEffects(circuits, BINDING, port=host)
+        effects.sends.max_in_flight = 0  # always full: every sender waits
+        service = RouteService(store, real_backend.clock, circuits=effects)
+        await service.run_many([("a", Start(seed_profile(), "kanban", "inv-a"))])
+        command = ReportFailure(1, overloaded(), safe_turn(), "kanban", "inv-a")
+        report = asyncio.create_task(service.run_many([("a", command)]))
+        _, waiting = await asyncio.wait({report}, timeout=0.5)
+        assert waiting == {report}  # held until its circuit round lands
+        host.gate.set()
+        (a,) = await report
+        assert isinstance(a, RouteSnapshot)
+        assert (a.state, len(effects.sends)) == ("retry_wait", 0)
