@@ -341,74 +341,81 @@ class GatedCircuitHost:
         return await self.local.apply_round(round_)
 
 
+@dataclass
+class GatedRig:
+    """A route service whose circuits' owner is a GatedCircuitHost."""
+
+    service: RouteService
+    effects: CircuitEffects
+    host: GatedCircuitHost
+    circuits: CircuitStore
+
+
+@asynccontextmanager
+async def gated(backend: Backend, binding: CircuitBinding) -> AsyncIterator[GatedRig]:
+    assert backend.url is not None
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(backend.store(events_maxlen=100))
+        circuits = CircuitStore.connect(backend.url, keys=backend.keys, settings=binding.settings)
+        stack.push_async_callback(circuits.aclose)
+        host = GatedCircuitHost(circuits)
+        effects = CircuitEffects(circuits, binding, port=host)
+        yield GatedRig(
+            RouteService(store, backend.clock, circuits=effects), effects, host, circuits
+        )
+
+
+def failing(route_id: str) -> tuple[str, ReportFailure]:
+    return route_id, ReportFailure(1, overloaded(), safe_turn(), "kanban", f"inv-{route_id}")
+
+
 @run_async
 async def test_a_remote_owner_gets_the_round_after_the_answer_and_the_next_read_waits_for_it(
     real_backend: Backend,
 ) -> None:
-    assert real_backend.url is not None
-    clock = real_backend.clock
     binding = CircuitBinding(  # two transient failures from two routes open a circuit
         installation_key=b"route-circuits-test",
         settings=CircuitSettings(reset_jitter_s=0, transient_threshold=2),
     )
-    async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(real_backend.store(events_maxlen=100))
-        circuits = CircuitStore.connect(
-            real_backend.url, keys=real_backend.keys, settings=binding.settings
-        )
-        stack.push_async_callback(circuits.aclose)
-        host = GatedCircuitHost(circuits)
-        effects = CircuitEffects(circuits, binding, port=host)
-        service = RouteService(store, clock, circuits=effects)
+    async with gated(real_backend, binding) as one:
+        service, host, circuits = one.service, one.host, one.circuits
         shared = seed_profile()
         await service.run_many([(r, Start(shared, "kanban", f"inv-{r}")) for r in "ab"])
         first = profile_candidate_key(shared, shared.candidates[0].id, binding)
         assert first is not None
         resources = [key for _, key in covering(first)]
-
-        def report(route_id: str) -> Coroutine[Any, Any, list[Any]]:
-            command = ReportFailure(1, overloaded(), safe_turn(), "kanban", f"inv-{route_id}")
-            return service.run_many([(route_id, command)])
-
-        (a,) = await report("a")  # answered with its circuit round not yet written
+        (a,) = await service.run_many([failing("a")])  # answered, its circuit round not written
+        assert isinstance(a, RouteSnapshot)
         assert (a.state, a.circuit) == ("retry_wait", None)
         await host.arrived.wait()
         assert {view.version for view in await circuits.views(resources)} == {0}
-        second = asyncio.create_task(report("b"))
+        second = asyncio.create_task(service.run_many([failing("b")]))
         _, waiting = await asyncio.wait({second}, timeout=0.5)
         assert waiting == {second}  # its round reads the circuits after a's round lands
         host.gate.set()
         (b,) = await second
+        assert isinstance(b, RouteSnapshot)
+        assert b.reason is not None
         # b's failure is the second one on a board that has a's: it opens the circuit,
         # too long a wait for its policy, so it moved on to its next candidate
         assert "is open until" in b.reason
         assert (b.generation, b.candidate_id) == (2, shared.candidates[1].id)
-        await effects.sends.drain()
+        await one.effects.sends.drain()
         assert CircuitStatus.OPEN in {view.status for view in await circuits.views(resources)}
-        assert len(effects.sends) == 0
+        assert len(one.effects.sends) == 0
 
 
 @run_async
 async def test_with_too_many_rounds_on_their_way_a_report_waits_for_its_own(
     real_backend: Backend,
 ) -> None:
-    assert real_backend.url is not None
-    async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(real_backend.store(events_maxlen=100))
-        circuits = CircuitStore.connect(
-            real_backend.url, keys=real_backend.keys, settings=BINDING.settings
-        )
-        stack.push_async_callback(circuits.aclose)
-        host = GatedCircuitHost(circuits)
-        effects = CircuitEffects(circuits, BINDING, port=host)
-        effects.sends.max_in_flight = 0  # always full: every sender waits
-        service = RouteService(store, real_backend.clock, circuits=effects)
-        await service.run_many([("a", Start(seed_profile(), "kanban", "inv-a"))])
-        command = ReportFailure(1, overloaded(), safe_turn(), "kanban", "inv-a")
-        report = asyncio.create_task(service.run_many([("a", command)]))
+    async with gated(real_backend, BINDING) as one:
+        one.effects.sends.max_in_flight = 0  # always full: every sender waits
+        await one.service.run_many([("a", Start(seed_profile(), "kanban", "inv-a"))])
+        report = asyncio.create_task(one.service.run_many([failing("a")]))
         _, waiting = await asyncio.wait({report}, timeout=0.5)
         assert waiting == {report}  # held until its circuit round lands
-        host.gate.set()
+        one.host.gate.set()
         (a,) = await report
         assert isinstance(a, RouteSnapshot)
-        assert (a.state, len(effects.sends)) == ("retry_wait", 0)
+        assert (a.state, len(one.effects.sends)) == ("retry_wait", 0)
