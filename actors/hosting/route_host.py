@@ -2,8 +2,8 @@
 
 The host owns a RouteService over its own RouteStore (a bounded redis.asyncio pool) and
 forwards the route API to it. Every written route joins the host's index set in Redis
-(`RouteSettings.host_id`). After every call, the answer — the snapshot Redis returned —
-arms, re-arms or cancels that route's in-process timer (actors/engine/timers.py); a timer
+(`RouteSettings.host_id`). After every call, the answer (the snapshot Redis returned)
+arms, re-arms or cancels that route's in-process timer (actors/engine/timers.py), which
 calls the fenced `fire_due` of its attempt (an AttemptFence).
 
 Dispatch: a host built with a dispatcher import path enqueues the rq dispatch job
@@ -16,10 +16,9 @@ backstop (actors/jobs/backstop_arming.py): one coalesced rq delayed job per host
 second, which fires the due schedules through the same fenced `fire_due` if the host is
 dead or wedged; a Redis error arming it is logged, and the call is unaffected.
 
-Wakes (actors/hosting/host_wakes.py): a wait a job wrote for one of the host's routes arms
-its timer; a dispatch a job delivered is its session's accepted prompt in the host's
-session guards (`session_guard`, `notice_counts` read them; a host on a ManualClock moves
-it with `advance_clock`).
+Wakes (actors/hosting/host_wakes.py): a wait a job wrote for a route of the host arms its
+timer; a dispatch a job delivered is its session's accepted prompt in the host's session
+guards (`session_guard`, `notice_counts`; a ManualClock host: `advance_clock`).
 
 On start (including every restart by Ray, `max_restarts=-1`) the host rehydrates: it
 reads the pending schedules of the routes in its index set and arms them, so overdue ones
@@ -206,13 +205,13 @@ class RouteHost:
         return self._reconciled
 
     async def aclose(self) -> None:
-        """Cancel the timers and close the Redis pools (the schedules stay in Redis)."""
+        """Cancel the timers, send the circuit rounds still unsent, close the Redis pools."""
         await self._follower.aclose()
         await self._wakes.aclose()
         self._timers.cancel_all()
         if self._backstops is not None:
             await self._backstops.aclose()
-        await self._effects.sends.drain()  # the circuit rounds answered but not sent yet
+        await self._effects.sends.drain()
         await self._effects.redelivery.aclose()
         await self._transcript_client.aclose()
         await self._store.aclose()

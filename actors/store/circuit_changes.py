@@ -19,13 +19,11 @@ from datetime import datetime
 from typing import Any, Final, TypeVar
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from actors.errors import (
     CircuitConflictError,
     CircuitStoreUnavailableError,
-    CorruptCircuitError,
-    RecoveryError,
 )
 from actors.keys import KeySpace, valid_route_id
 from actors.routes.circuit_models import (
@@ -69,7 +67,7 @@ def unavailable(operation: str, error: BaseException) -> CircuitStoreUnavailable
 
 
 @dataclass(frozen=True, slots=True)
-class _Written:
+class Written:
     view: CircuitView
     parked: tuple[str, ...]
     event_id: str | None = None  # the change's event on the circuit events stream
@@ -85,9 +83,9 @@ class Change:
     plan: Callable[[CircuitState], CircuitState]
 
 
-def _written(
+def written_view(
     before: CircuitView, after: CircuitState, reply: Any, now: datetime, *, with_parked: bool
-) -> _Written:
+) -> Written:
     """What an applied `circuit_apply.lua` wrote: the view planned from `before`."""
     parked = tuple(text(member) for member in reply[2])
     view = before.model_copy(
@@ -98,7 +96,7 @@ def _written(
             "parked": len(parked) if with_parked else before.parked,
         }
     )
-    return _Written(view, parked, text(reply[3]) or None)
+    return Written(view, parked, text(reply[3]) or None)
 
 
 class CircuitChanges:
@@ -153,33 +151,6 @@ class CircuitChanges:
             raise unavailable(operation, error) from error
         pairs = zip(replies[0::2], replies[1::2], strict=True)
         return [({text(k): text(v) for k, v in raw.items()}, int(n)) for raw, n in pairs]
-
-    async def _views_apart(
-        self, resources: Sequence[ResourceKey]
-    ) -> list[CircuitView | RecoveryError]:
-        """`views`, with a circuit whose keys cannot be read (a wrong type) or decoded in
-        its place as its error: one bad circuit never fails the others. A failure of
-        Redis itself raises."""
-        try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for resource in resources:
-                    pipe.hgetall(self.keys.circuit(resource.resource_id))
-                    pipe.zcard(self.keys.parked(resource.resource_id))
-                replies: list[Any] = await pipe.execute(raise_on_error=False)
-        except RedisError as error:
-            raise unavailable("views", error) from error
-        found: list[CircuitView | RecoveryError] = []
-        for resource, raw, parked in zip(resources, replies[0::2], replies[1::2], strict=True):
-            failed = next((r for r in (raw, parked) if isinstance(r, Exception)), None)
-            if failed is not None:
-                found.append(unavailable("views", failed))
-                continue
-            try:
-                texts = {text(k): text(v) for k, v in raw.items()}
-                found.append(decode_view(resource, texts, int(parked)))
-            except CorruptCircuitError as error:
-                found.append(error)
-        return found
 
     # -- changes --------------------------------------------------------------------------
 
@@ -306,7 +277,7 @@ class CircuitChanges:
         token: str = "",
         parked: bool = False,
         always_event: bool = False,
-    ) -> tuple[_Written | None, T, CircuitView]:
+    ) -> tuple[Written | None, T, CircuitView]:
         """(what was written or None, the plan's result, the view it was planned from).
         A change of state, or any change with `always_event`, appends its event (cause:
         `operation`) in the same script."""
@@ -329,89 +300,6 @@ class CircuitChanges:
                 return written, result, before
         raise CircuitConflictError(resource.resource_id, operation, self.max_attempts)
 
-    async def _change_many(
-        self, changes: Sequence[Change], now: datetime
-    ) -> list[tuple[_Written | None, CircuitView] | RecoveryError]:
-        """`_change` for several circuits at once (no guard, no parked set): each is
-        planned from its own read and fenced on its own version, but every attempt reads
-        them all in one pipeline and writes the changed ones in another, so a round that
-        touches N circuits costs two round trips, not 2N. Per change: (what was written or
-        None, the view it was planned from), its CircuitConflictError after
-        `max_attempts` lost compare-and-sets, or the CircuitStoreUnavailableError of its
-        own script's error (a key of the wrong type). A failure of Redis itself raises for
-        all of them (those already written stay written: planned again, a change that
-        counted its failures counts them once)."""
-        done: dict[int, tuple[_Written | None, CircuitView] | RecoveryError] = {}
-        pending = list(range(len(changes)))
-        for _ in range(self.max_attempts):
-            befores = await self._views_apart([changes[i].resource for i in pending])
-            writing: list[tuple[int, CircuitView, CircuitState, str]] = []
-            for index, before in zip(pending, befores, strict=True):
-                if isinstance(before, RecoveryError):
-                    done[index] = before  # its own hash unreadable; the others go on
-                    continue
-                after = changes[index].plan(before.state)
-                if after == before.state:
-                    done[index] = (None, before)
-                else:
-                    request = self._request(changes[index], before, after, now)
-                    writing.append((index, before, after, request))
-            replies = await self._apply_all([(b, request) for _, b, _, request in writing])
-            pending = []
-            for (index, before, after, _), reply in zip(writing, replies, strict=True):
-                if isinstance(reply, Exception):
-                    done[index] = unavailable(changes[index].operation, reply)
-                elif int(reply[0]) == 1:
-                    done[index] = (_written(before, after, reply, now, with_parked=False), before)
-                else:
-                    pending.append(index)  # stale version: read and plan again
-            if not pending:
-                break
-        return [
-            done[index] if index in done else CircuitConflictError(
-                change.resource.resource_id, change.operation, self.max_attempts
-            )
-            for index, change in enumerate(changes)
-        ]  # fmt: skip
-
-    def _request(
-        self, change: Change, before: CircuitView, after: CircuitState, now: datetime
-    ) -> str:
-        """The compare-and-set of `change` (its event when the status moves)."""
-        event = None
-        if after.status is not before.status:
-            event = event_fields(change.resource, before.state, after, change.operation, now)
-        return apply_request(
-            change.resource, before.version, after, now, event=event, maxlen=self.events_maxlen
-        )
-
-    async def _apply_all(self, requests: Sequence[tuple[CircuitView, str]]) -> list[Any]:
-        """`circuit_apply.lua` for each (view read, request) in one pipeline; the replies in
-        order. A script the server does not hold yet is loaded and its calls sent again
-        (a NOSCRIPT reply means the call never ran)."""
-        if not requests:
-            return []
-        calls = [(self._apply_keys(before.resource_id), request) for before, request in requests]
-        try:
-            replies = await self._pipeline(calls)
-            missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-            if missing:
-                await self.client.script_load(self.apply_script.source)
-                again = await self._pipeline([calls[i] for i in missing])
-                for index, reply in zip(missing, again, strict=True):
-                    replies[index] = reply
-        except RedisError as error:
-            raise unavailable("apply", error) from error
-        return replies
-
-    async def _pipeline(self, calls: Sequence[tuple[list[str], str]]) -> list[Any]:
-        sha = self.apply_script.sha
-        async with self.client.pipeline(transaction=False) as pipe:
-            for keys, request in calls:
-                pipe.evalsha(sha, len(keys), *keys, request)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return replies
-
     def _apply_keys(self, resource_id: str) -> list[str]:
         return [
             self.keys.circuit(resource_id),
@@ -429,7 +317,7 @@ class CircuitChanges:
         now: datetime,
         operation: str,
         with_parked: bool,
-    ) -> _Written | None:
+    ) -> Written | None:
         keys = self._apply_keys(before.resource_id)
         try:
             reply = await self.run_script(self.apply_script, keys, [request])
@@ -437,7 +325,7 @@ class CircuitChanges:
             raise unavailable(operation, error) from error
         if int(reply[0]) != 1:
             return None  # stale version or a lease guard: nothing was written
-        return _written(before, after, reply, now, with_parked=with_parked)
+        return written_view(before, after, reply, now, with_parked=with_parked)
 
     async def run_script(self, loaded: LoadedScript, keys: list[str], argv: list[str]) -> Any:
         return await run_script(self.client, loaded, keys, argv)

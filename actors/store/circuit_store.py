@@ -41,7 +41,8 @@ from actors.routes.circuit_models import (
     valid_failure,
     valid_resource,
 )
-from actors.store.circuit_changes import Change, CircuitChanges, text, unavailable
+from actors.store.circuit_batches import CircuitBatches
+from actors.store.circuit_changes import Change, text, unavailable
 from actors.store.circuit_codec import decode_resource, decode_view
 from actors.store.pool import OwnsItsClient, bounded_client
 from circuits import (
@@ -83,7 +84,7 @@ class _Batch:
     models: Sequence[tuple[str | None, int]] | None
 
 
-class CircuitStore(OwnsItsClient, CircuitChanges):
+class CircuitStore(OwnsItsClient, CircuitBatches):
     """Async access to circuits in one Redis, under one key prefix. Reads and operator
     overrides live here; the fenced changes (record_failure, acquire_probe, report_probe,
     abandon_probe) come from CircuitChanges."""

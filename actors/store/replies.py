@@ -16,8 +16,10 @@ def reply_texts(raw: Mapping[Any, Any] | None) -> dict[str, str]:
     """A hash reply (HGETALL) as text names and values; None (no reply) is empty."""
     if not raw:
         return {}
-    if isinstance(raw, dict) and all(type(name) is str for name in raw) and all(
-        type(value) is str for value in raw.values()
+    if (
+        isinstance(raw, dict)
+        and all(type(name) is str for name in raw)
+        and all(type(value) is str for value in raw.values())
     ):
         return raw  # a decoding client's reply is text already (the hot path's clients)
     return {reply_text(name): reply_text(value) for name, value in raw.items()}

@@ -32,6 +32,7 @@ from actors.routes.models import (
     Transition,
 )
 from actors.routes.trusted import snapshot_of_validated
+from actors.store.shared_documents import PROFILE_DOCUMENTS, PROFILE_TEXTS
 from policy.decisions import utc_iso
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -71,36 +72,12 @@ def _dumps(value: Any) -> str:
     return to_json(value).decode()
 
 
-class _SharedTexts:
-    """The JSON of documents many routes share, by object: a route's profile is one
-    frozen object for every route that runs it (actors/routes/profiles.remembered_profile),
-    ~850 B encoded again on every transition of each. An entry holds its document, so
-    its id is not reused while it is kept; at `bound` entries the table starts again."""
-
-    def __init__(self, bound: int) -> None:
-        self.bound = bound
-        self._texts: dict[int, tuple[Any, str]] = {}
-
-    def text(self, value: Any) -> str:
-        found = self._texts.get(id(value))
-        if found is not None and found[0] is value:
-            return found[1]
-        text = _dumps(value)
-        if len(self._texts) >= self.bound:
-            self._texts.clear()
-        self._texts[id(value)] = (value, text)
-        return text
-
-
-_PROFILE_TEXTS: Final = _SharedTexts(bound=1024)
-
-
 def _stored_text(name: str, value: Any) -> str:
     """One route field as its stored string: what its JSON-mode dump gives, as text."""
     if value is None:
         return ""
     if name == "profile":
-        return _PROFILE_TEXTS.text(value)
+        return PROFILE_TEXTS.text(value, _dumps)
     if name in JSON_FIELDS:
         return _dumps(value)
     if type(value) is str:
@@ -158,9 +135,9 @@ def _is_utf8(text: str) -> bool:
 
 def _json_field(name: str, text: str) -> Any:
     """A stored JSON document; text that is not JSON is unreadable. A profile's text read
-    before gives the same document object (see _SharedDocuments)."""
+    before gives the same document object (actors/store/shared_documents.py)."""
     if name == "profile":
-        found = _PROFILE_DOCUMENTS.get(text)
+        found = PROFILE_DOCUMENTS.get(text)
         if found is not None:
             return found
     try:
@@ -168,30 +145,8 @@ def _json_field(name: str, text: str) -> Any:
     except (ValueError, RecursionError) as error:
         raise _UnreadableError(name, f"not JSON: {error}") from error
     if name == "profile":
-        _PROFILE_DOCUMENTS.put(text, document)
+        PROFILE_DOCUMENTS.put(text, document)
     return document
-
-
-class _SharedDocuments:
-    """Stored profiles by their text, parsed once: the routes of one profile store the
-    same ~850 B, so they share one document object (never changed in place), which the
-    profile parser (actors/routes/profiles.profile_from_json) and the encoder
-    (_SharedTexts) then find by identity. At `bound` texts the table starts again."""
-
-    def __init__(self, bound: int) -> None:
-        self.bound = bound
-        self._documents: dict[str, Any] = {}
-
-    def get(self, text: str) -> Any:
-        return self._documents.get(text)
-
-    def put(self, text: str, document: Any) -> None:
-        if len(self._documents) >= self.bound:
-            self._documents.clear()
-        self._documents[text] = document
-
-
-_PROFILE_DOCUMENTS: Final = _SharedDocuments(bound=1024)
 
 
 def _first_unreadable(error: ValidationError) -> _UnreadableError:

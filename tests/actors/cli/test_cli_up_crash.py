@@ -39,6 +39,18 @@ def started_up(chosen: KeySpace, tmp_path: Path, name: str) -> RunningUp:
     return up
 
 
+def running(processes: list[psutil.Process]) -> list[tuple[psutil.Process, str, str]]:
+    """(process, name, command line) of those still running when read: a short-lived
+    helper may end between the listing and the read."""
+    found = []
+    for process in processes:
+        try:
+            found.append((process, process.name(), " ".join(process.cmdline())))
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
 def test_a_killed_up_leaves_nothing_running_and_the_next_up_serves_its_data_alone(
     keys: KeySpace,  # noqa: F811  # the fixture imported above
     tmp_path: Path,
@@ -49,8 +61,8 @@ def test_a_killed_up_leaves_nothing_running_and_the_next_up_serves_its_data_alon
     try:
         url = f"unix://{socket}"
         asyncio.run(write_waiting_route(url, keys, "survivor", WAIT_S))
-        started = [*first.started_processes(), *redis_servers_on(socket)]
-        names = " ".join(" ".join(p.cmdline()) for p in started)
+        started = running([*first.started_processes(), *redis_servers_on(socket)])
+        names = " ".join(command for _, _, command in started)
         assert "redis-server" in names, names
         assert "rq.cli worker" in names, names
         assert "raylet" in names, names
@@ -58,11 +70,10 @@ def test_a_killed_up_leaves_nothing_running_and_the_next_up_serves_its_data_alon
         first.process.wait()
         # Redis, the workers and Ray's raylet go with it (Ray's node agents take a minute
         # or more to notice: the next `up` on the folder reaps them)
-        prompt = [p for p in started if not p.name().startswith("ray::")]
-        assert_all_gone(prompt)
+        assert_all_gone([p for p, name, _ in started if not name.startswith("ray::")])
 
         second = started_up(keys, tmp_path, "second")
-        _, alive = psutil.wait_procs(started, timeout=5)  # reaped before it started
+        _, alive = psutil.wait_procs([p for p, _, _ in started], timeout=5)  # reaped first
         assert alive == [], (alive, second.lines)
         assert len(redis_servers_on(socket)) == 1
         assert asyncio.run(pending_route_ids(url, keys)) == ["survivor"]
