@@ -257,10 +257,7 @@ class CircuitEffects:
         in order per circuit (actors/engine/circuit_sends.py); a local one's now, with
         the releases it planned."""
         if self.port.remote:
-            if self.sends.full:
-                await self.sends.send_and_wait(round_)
-            else:
-                self.sends.send(round_)
+            await self.sends.post(round_)
             return []
         return await self.deliver(round_)
 

@@ -64,15 +64,16 @@ class OrderedSends:
 
     @property
     def full(self) -> bool:
-        """Whether `max_in_flight` rounds are on their way (the next sender should wait
-        for its own round: `send_and_wait`)."""
+        """Whether `max_in_flight` rounds are on their way."""
         return len(self._tasks) >= self.max_in_flight
 
-    async def send_and_wait(self, round_: CircuitRound) -> None:
-        """`send`, then wait until `round_` has landed (its order kept): what a sender
-        does when too many rounds are on their way."""
+    async def post(self, round_: CircuitRound) -> None:
+        """`send`; when the sends were already `full`, wait until `round_` has landed (its
+        order kept): a sender's back-pressure."""
+        full = self.full
         self.send(round_)
-        await self.landed(round_.resources())
+        if full:
+            await self.landed(round_.resources())
 
     def send(self, round_: CircuitRound) -> None:
         """Send `round_` after this process's earlier rounds on any of its circuits."""

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from actors.errors import CircuitConflictError, CorruptCircuitError, RecoveryError
 from actors.routes.circuit_models import CircuitView
@@ -17,11 +17,11 @@ from actors.store.circuit_changes import (
     Change,
     CircuitChanges,
     Written,
-    text,
     unavailable,
     written_view,
 )
-from actors.store.circuit_codec import apply_request, decode_view, event_fields
+from actors.store.circuit_codec import decode_view
+from actors.store.scripts import run_scripts
 from circuits import CircuitState, ResourceKey
 
 
@@ -34,23 +34,14 @@ class CircuitBatches(CircuitChanges):
         """`views`, with a circuit whose keys cannot be read (a wrong type) or decoded in
         its place as its error: one bad circuit never fails the others. A failure of
         Redis itself raises."""
-        try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for resource in resources:
-                    pipe.hgetall(self.keys.circuit(resource.resource_id))
-                    pipe.zcard(self.keys.parked(resource.resource_id))
-                replies: list[Any] = await pipe.execute(raise_on_error=False)
-        except RedisError as error:
-            raise unavailable("views", error) from error
+        reads = await self._read_apart([r.resource_id for r in resources], "views")
         found: list[CircuitView | RecoveryError] = []
-        for resource, raw, parked in zip(resources, replies[0::2], replies[1::2], strict=True):
-            failed = next((r for r in (raw, parked) if isinstance(r, Exception)), None)
-            if failed is not None:
-                found.append(unavailable("views", failed))
+        for resource, read in zip(resources, reads, strict=True):
+            if isinstance(read, RecoveryError):
+                found.append(read)
                 continue
             try:
-                texts = {text(k): text(v) for k, v in raw.items()}
-                found.append(decode_view(resource, texts, int(parked)))
+                found.append(decode_view(resource, *read))
             except CorruptCircuitError as error:
                 found.append(error)
         return found
@@ -80,7 +71,8 @@ class CircuitBatches(CircuitChanges):
                 if after == before.state:
                     done[index] = (None, before)
                 else:
-                    request = self._request(changes[index], before, after, now)
+                    change = changes[index]
+                    request = self._request(change.resource, change.operation, before, after, now)
                     writing.append((index, before, after, request))
             replies = await self._apply_all([(b, request) for _, b, _, request in writing])
             pending = []
@@ -103,40 +95,13 @@ class CircuitBatches(CircuitChanges):
             for index, change in enumerate(changes)
         ]  # fmt: skip
 
-    def _request(
-        self, change: Change, before: CircuitView, after: CircuitState, now: datetime
-    ) -> str:
-        """The compare-and-set of `change` (its event when the status moves)."""
-        event = None
-        if after.status is not before.status:
-            event = event_fields(change.resource, before.state, after, change.operation, now)
-        return apply_request(
-            change.resource, before.version, after, now, event=event, maxlen=self.events_maxlen
-        )
-
     async def _apply_all(self, requests: Sequence[tuple[CircuitView, str]]) -> list[Any]:
         """`circuit_apply.lua` for each (view read, request) in one pipeline; the replies in
-        order. A script the server does not hold yet is loaded and its calls sent again
-        (a NOSCRIPT reply means the call never ran)."""
+        order, a call's own error as its reply."""
         if not requests:
             return []
-        calls = [(self._apply_keys(before.resource_id), request) for before, request in requests]
+        calls = [(self._apply_keys(before.resource_id), [request]) for before, request in requests]
         try:
-            replies = await self._pipeline(calls)
-            missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-            if missing:
-                await self.client.script_load(self.apply_script.source)
-                again = await self._pipeline([calls[i] for i in missing])
-                for index, reply in zip(missing, again, strict=True):
-                    replies[index] = reply
+            return await run_scripts(self.client, self.apply_script, calls)
         except RedisError as error:
             raise unavailable("apply", error) from error
-        return replies
-
-    async def _pipeline(self, calls: Sequence[tuple[list[str], str]]) -> list[Any]:
-        sha = self.apply_script.sha
-        async with self.client.pipeline(transaction=False) as pipe:
-            for keys, request in calls:
-                pipe.evalsha(sha, len(keys), *keys, request)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return replies

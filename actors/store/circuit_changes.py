@@ -139,6 +139,19 @@ class CircuitChanges:
     async def _read(
         self, resource_ids: Sequence[str], operation: str
     ) -> list[tuple[dict[str, str], int]]:
+        found: list[tuple[dict[str, str], int]] = []
+        for read in await self._read_apart(resource_ids, operation):
+            if isinstance(read, CircuitStoreUnavailableError):
+                raise read
+            found.append(read)
+        return found
+
+    async def _read_apart(
+        self, resource_ids: Sequence[str], operation: str
+    ) -> list[tuple[dict[str, str], int] | CircuitStoreUnavailableError]:
+        """Each circuit's hash and parked count, in one pipeline; a circuit whose keys
+        could not be read (a wrong type) has its error in its place. A failure of Redis
+        itself raises."""
         if not resource_ids:
             return []
         try:
@@ -146,11 +159,17 @@ class CircuitChanges:
                 for resource_id in resource_ids:
                     pipe.hgetall(self.keys.circuit(resource_id))
                     pipe.zcard(self.keys.parked(resource_id))
-                replies: list[Any] = await pipe.execute()
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
         except RedisError as error:
             raise unavailable(operation, error) from error
-        pairs = zip(replies[0::2], replies[1::2], strict=True)
-        return [({text(k): text(v) for k, v in raw.items()}, int(n)) for raw, n in pairs]
+        found: list[tuple[dict[str, str], int] | CircuitStoreUnavailableError] = []
+        for raw, parked in zip(replies[0::2], replies[1::2], strict=True):
+            failed = next((r for r in (raw, parked) if isinstance(r, Exception)), None)
+            if failed is not None:
+                found.append(unavailable(operation, failed))
+            else:
+                found.append(({text(k): text(v) for k, v in raw.items()}, int(parked)))
+        return found
 
     # -- changes --------------------------------------------------------------------------
 
@@ -286,12 +305,9 @@ class CircuitChanges:
             after, result = plan(before.state)
             if after == before.state:
                 return None, result, before
-            event = None
-            if always_event or after.status is not before.status:
-                event = event_fields(resource, before.state, after, operation, now)
-            request = apply_request(
-                resource, before.version, after, now, guard=guard, token=token, parked=parked,
-                event=event, maxlen=self.events_maxlen,
+            request = self._request(
+                resource, operation, before, after, now, guard=guard, token=token,
+                parked=parked, always_event=always_event,
             )  # fmt: skip
             written = await self._apply(
                 before, after, request, now=now, operation=operation, with_parked=parked
@@ -299,6 +315,29 @@ class CircuitChanges:
             if written is not None:
                 return written, result, before
         raise CircuitConflictError(resource.resource_id, operation, self.max_attempts)
+
+    def _request(
+        self,
+        resource: ResourceKey,
+        operation: str,
+        before: CircuitView,
+        after: CircuitState,
+        now: datetime,
+        *,
+        guard: str = "",
+        token: str = "",
+        parked: bool = False,
+        always_event: bool = False,
+    ) -> str:
+        """The compare-and-set from `before` to `after`, with its event (cause:
+        `operation`) when the status moves, or always with `always_event`."""
+        event = None
+        if always_event or after.status is not before.status:
+            event = event_fields(resource, before.state, after, operation, now)
+        return apply_request(
+            resource, before.version, after, now, guard=guard, token=token, parked=parked,
+            event=event, maxlen=self.events_maxlen,
+        )  # fmt: skip
 
     def _apply_keys(self, resource_id: str) -> list[str]:
         return [

@@ -16,14 +16,13 @@ resend happens behind the caller's back.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Self
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from actors.clock import Clock
 from actors.errors import (
@@ -47,7 +46,7 @@ from actors.store.route_codec import (
     transition_request,
     transition_result,
 )
-from actors.store.scripts import script
+from actors.store.scripts import LoadedScript, run_script, run_scripts, script
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +94,8 @@ class RouteStore(OwnsItsClient):
         self.client = self._client = client  # the profile store of its rounds shares it
         self._clock = clock
         self._owns_client = owns_client
-        self._source = script("transition").source
+        self._transition = LoadedScript.named("transition")
         self._record_request = client.register_script(script("record_request").source)
-        self._sha = hashlib.sha1(self._source.encode(), usedforsecurity=False).hexdigest()
         self._script_loaded = False  # loaded once up front; NOSCRIPT reloads after a flush
 
     @classmethod
@@ -270,7 +268,7 @@ class RouteStore(OwnsItsClient):
         argv = transition_request(transition, at, self.events_maxlen, request)
         try:
             await self._load_script_once()
-            reply = await self._evalsha(keys, argv)
+            reply = await run_script(self._client, self._transition, keys, argv)
         except RedisError as error:
             raise _unavailable("apply", error) from error
         result = transition_result(transition, _reply(reply), at)
@@ -299,13 +297,7 @@ class RouteStore(OwnsItsClient):
         ]
         try:
             await self._load_script_once()
-            replies = await self._pipeline(calls)
-            missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-            if missing:  # not run at all: safe to load the script and send them again
-                await self._client.script_load(self._source)
-                again = await self._pipeline([calls[i] for i in missing])
-                for index, reply in zip(missing, again, strict=True):
-                    replies[index] = reply
+            replies = await run_scripts(self._client, self._transition, calls)
         except RedisError as error:
             raise _unavailable("apply_many", error) from error
         return [self._outcome(t, reply, at) for t, reply in zip(transitions, replies, strict=True)]
@@ -379,19 +371,5 @@ class RouteStore(OwnsItsClient):
 
     async def _load_script_once(self) -> None:
         if not self._script_loaded:
-            await self._client.script_load(self._source)
+            await self._client.script_load(self._transition.source)
             self._script_loaded = True
-
-    async def _evalsha(self, keys: list[str], argv: list[str]) -> Any:
-        try:
-            return await self._client.evalsha(self._sha, len(keys), *keys, *argv)
-        except NoScriptError:
-            await self._client.script_load(self._source)
-            return await self._client.evalsha(self._sha, len(keys), *keys, *argv)
-
-    async def _pipeline(self, calls: Sequence[tuple[list[str], list[str]]]) -> list[Any]:
-        async with self._client.pipeline(transaction=False) as pipe:
-            for keys, argv in calls:
-                pipe.evalsha(self._sha, len(keys), *keys, *argv)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return replies

@@ -68,6 +68,32 @@ class LoadedScript:
         return cls(source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
 
 
+async def run_scripts(
+    client: Redis, loaded: LoadedScript, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
+) -> list[Any]:
+    """EVALSHA `loaded` once per (keys, argv) in one pipeline, replies in order, a call's
+    own error as its reply; the calls the server answered NOSCRIPT (they never ran) are
+    sent again once the script is loaded. A failure of the connection raises."""
+    replies = await _pipelined(client, loaded, calls)
+    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if missing:
+        await client.script_load(loaded.source)
+        again = await _pipelined(client, loaded, [calls[i] for i in missing])
+        for index, reply in zip(missing, again, strict=True):
+            replies[index] = reply
+    return replies
+
+
+async def _pipelined(
+    client: Redis, loaded: LoadedScript, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
+) -> list[Any]:
+    async with client.pipeline(transaction=False) as pipe:
+        for keys, argv in calls:
+            pipe.evalsha(loaded.sha, len(keys), *keys, *argv)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+    return replies
+
+
 async def run_script(
     client: Redis, loaded: LoadedScript, keys: Sequence[str], argv: Sequence[Any]
 ) -> Any:

@@ -126,7 +126,7 @@ def test_beyond_its_bound_a_sender_waits_for_its_own_round_to_land() -> None:
         assert not sends.full
         sends.send(second)
         assert sends.full
-        waiting = asyncio.create_task(sends.send_and_wait(third))
+        waiting = asyncio.create_task(sends.post(third))
         owner.gate(third).set()
         await waiting  # returns once its own round has landed, the others still held
         assert owner.taken == [third]

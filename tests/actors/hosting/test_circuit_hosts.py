@@ -45,7 +45,7 @@ from tests.actors.hosting.test_runtime_circuits import (
 )
 from tests.actors.ray_fixtures import ray_session  # noqa: F401  # ray_session: fixture
 from tests.actors.redis_waits import wait_until
-from tests.actors.route_scenarios import safe_turn, usage_limit
+from tests.actors.route_scenarios import overloaded, safe_turn, seed_profile, usage_limit
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_session")]
 
@@ -450,3 +450,38 @@ def test_circuit_writes_a_dead_circuit_host_could_not_take_are_sent_again_once_i
             return any(v.status is CircuitStatus.OPEN for v in await store.all_circuits())
 
     asyncio.run(wait_until(opened, TIMEOUT_S, redis_url=runtime.url))
+
+
+def test_a_report_answered_before_its_circuit_round_lands_is_counted_by_the_next_one(
+    redis_url: str,
+) -> None:
+    """From outside, through route handles, a route host and its circuit host: the first
+    report's circuit round is sent after its answer, and the next report of the same host
+    still plans with that failure counted (two from two routes open the circuit)."""
+    runtime = RecoveryRuntime(
+        redis_url=redis_url, key_prefix=f"recovery-ch-{uuid.uuid4().hex[:12]}", host_count=2,
+        circuit_settings=CircuitSettings(reset_jitter_s=0, transient_threshold=2),
+        installation_key=INSTALLATION_KEY,
+    ).start()  # fmt: skip
+    try:
+        host_zero = [r for r in spread_routes(runtime) if runtime.host_index(r) == 0][:2]
+        first, second = (runtime.route(route_id) for route_id in host_zero)
+
+        async def report_both() -> tuple[Any, Any]:
+            for route in (first, second):
+                await route.start(seed_profile(), caller="kanban", invocation_id="inv")
+            answers = []
+            for route in (first, second):  # one after the other, as soon as answered
+                answers.append(await route.report_failure(
+                    1, overloaded(), safe_turn(), caller="kanban", invocation_id="inv"
+                ))  # fmt: skip
+            return answers[0], answers[1]
+
+        one, two = asyncio.run(report_both())
+        assert (one.state, one.circuit) == ("retry_wait", None)
+        assert two.reason is not None
+        assert "is open until" in two.reason  # the first failure counted: it opened
+        assert (two.generation, two.candidate_id) == (2, "codex")
+    finally:
+        runtime.shutdown()
+        _delete_prefix(redis_url, KeySpace(runtime.key_prefix))

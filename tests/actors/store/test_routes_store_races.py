@@ -135,7 +135,7 @@ def test_apply_many_sends_a_whole_batch_as_one_pipeline(real_backend: Backend) -
         assert real_backend.url is not None
         client = CountingRedis.from_url(real_backend.url, decode_responses=True)
         store = RouteStore(client, clock=real_backend.clock, keys=real_backend.keys)
-        await client.script_load(store._source)  # already cached, as in steady state
+        await client.script_load(store._transition.source)  # already cached, as in steady state
         CountingRedis.direct_calls = CountingRedis.pipelines = 0
         results: list[RouteSnapshot | BaseException] = list(
             await store.apply_many([start(f"route-{n}") for n in range(100)])
