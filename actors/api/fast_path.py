@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 
 from actors.api.auth import Tokens, bearer
 from actors.api.backend import RouteApi
@@ -221,19 +221,12 @@ async def _answered(scope: Scope, receive: Receive, prepared: Prepared) -> Respo
         return handled
 
 
-def _server_error(scope: Scope, receive: Receive, error: Exception) -> Awaitable[Response]:
+async def _server_error(scope: Scope, receive: Receive, error: Exception) -> Response:
     """The app's answer to an exception none of its handlers takes: its handler of
-    Exception (or of 500), else Starlette's plain 500."""
-    handlers: dict[Any, Any] = scope["app"].exception_handlers
-    handler = handlers.get(Exception, handlers.get(500))
-    if handler is None:
-        return _plain_500()
-    answered: Awaitable[Response] = handler(Request(scope, receive), error)
+    Exception (actors/api/app.py registers one; its server error middleware calls it)."""
+    handler = scope["app"].exception_handlers[Exception]
+    answered: Response = await handler(Request(scope, receive), error)
     return answered
-
-
-async def _plain_500() -> Response:
-    return PlainTextResponse("Internal Server Error", status_code=500)
 
 
 def _candidate(scope: Scope) -> tuple[FastCommand, str] | None:
