@@ -34,18 +34,29 @@ def called_names(path: Path) -> set[str]:
 
 
 def script_names(path: Path) -> set[str]:
-    """The Lua scripts the module loads by name (`script("name")`)."""
+    """The Lua scripts the module loads by name (`script("name")` or
+    `LoadedScript.named("name")`)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if (
             isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "script"
+            and _loads_a_script(node.func)
             and node.args
             and isinstance(node.args[0], ast.Constant)
         ):
             found.add(str(node.args[0].value))
     return found
+
+
+def _loads_a_script(called: ast.expr) -> bool:
+    if isinstance(called, ast.Name):
+        return called.id == "script"
+    return (
+        isinstance(called, ast.Attribute)
+        and called.attr == "named"
+        and isinstance(called.value, ast.Name)
+        and called.value.id == "LoadedScript"
+    )
 
 
 @pytest.mark.parametrize("path", SHELL, ids=lambda p: str(p.relative_to(ROOT)))
@@ -77,3 +88,6 @@ def test_the_write_check_sees_a_module_that_writes_on_its_own(tmp_path: Path) ->
     )
     assert called_names(rogue) & WRITES == {"apply_many"}
     assert script_names(rogue) == {"transition"}
+    loaded = tmp_path / "loaded.py"
+    loaded.write_text("runner = LoadedScript.named('transition')\n", encoding="utf-8")
+    assert script_names(loaded) == {"transition"}
