@@ -81,6 +81,12 @@ _RETRY_DELAY_PROTO = re.compile(
 # RetryInfo as Go prints a decoded map ("map[@type:type.googleapis.com/google.rpc.RetryInfo
 # retryDelay:12s]", charmbracelet/crush's log).
 _RETRY_DELAY_GO_MAP = re.compile(r"(?<![\w\\\"'])retrydelay:(\d{1,12}(?:\.\d{1,12})?)s(?![\w.])")
+# Hugging Face's serverless inference loading a model: '{"error": "Model X is currently
+# loading", "estimated_time": 44.49}' (seconds, as JSON or a Python dict repr): when the
+# server expects the model to answer.
+_ESTIMATED_TIME = re.compile(
+    r"""\\*["']estimated_time\\*["']\s*:\s*(\d{1,12}(?:\.\d{1,20})?)(?![\d.])"""
+)
 # A 429 whose delay is a bare count of seconds after "retry after", as Telegram's Bot API
 # words it ("Too Many Requests: retry after 35", relayed by n8n): no unit to read.
 _BEFORE_BARE_SECONDS: Final = "too many requests: "
@@ -122,6 +128,7 @@ _RETRY_DELAY_WORDS = frozenset({"retrydelay", "retry_delay"})
 # foreign retry phrases' words. They are found together in one pass (most texts hold none).
 TIMING_TRIGGERS: Final = (
     *("rate_limit_event", "resets_", *sorted(_RETRY_DELAY_WORDS), *_LEAD_KEYWORDS, "reached"),
+    "estimated_time",
     *HINT_WORDS,
 )
 _TRIGGER_SET = frozenset(TIMING_TRIGGERS)
@@ -146,7 +153,8 @@ _RESET_HEADER = re.compile(
 
 def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> TimingHint | None:
     """Timing hint stated in error text (source 'text', or 'structured' for Gemini
-    RetryInfo retryDelay, Claude Code's rate_limit_event and Codex's resets_at). None when
+    RetryInfo retryDelay, Claude Code's rate_limit_event, Codex's resets_at and Hugging Face's
+    estimated_time for a model it is loading). None when
     there is none, it is unparseable, in the past, or more than 30 days away. Structured
     beats text. Among text hints the latest trusted reset wins, as among headers and
     structured windows: a text naming several exhausted windows ("session limit · resets
@@ -273,6 +281,8 @@ def _structured_hint(t: str, now: datetime, found: AbstractSet[str]) -> TimingHi
         if hint is None and delay is not None:
             hint = _relative(delay, "structured")
         return hint
+    if "estimated_time" in found and (match := _ESTIMATED_TIME.search(t)) is not None:
+        return _relative(float(match.group(1)), "structured")
     return None
 
 

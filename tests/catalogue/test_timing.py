@@ -154,6 +154,37 @@ def test_gemini_retry_info_is_a_structured_hint(text: str, seconds: float) -> No
     assert hint == TimingHint(retry_after_s=seconds, reset_at=None, source="structured")
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        # Hugging Face's serverless API loading a model (huggingface/transformers#11904).
+        ('{"error":"Model m/x is currently loading","estimated_time":44.49033436}', 44.49033436),
+        # The same answer as LiteLLM prints it, a Python repr (BerriAI/litellm#1242).
+        ("[{'error': 'Model m/x is currently loading', 'estimated_time': 20.0}]", 20.0),
+        # A fraction longer than twelve digits, on a line of its own
+        # (huggingface/api-inference-community#137).
+        ("{'error': 'Model m/x is currently loading',\n 'estimated_time': 1809.1820068359375}",
+         1809.1820068359375),
+    ],
+)  # fmt: skip
+def test_a_model_loads_estimated_time_is_a_structured_hint(text: str, seconds: float) -> None:
+    hint = parse_timing(text, NOW)
+    assert hint == TimingHint(retry_after_s=seconds, reset_at=None, source="structured")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"estimated_time": "soon"}',  # no number
+        '{"estimated_time": 99999999999}',  # beyond 30 days
+        '{"estimated_time_ms": 2000}',  # another field
+        "the estimated_time field is 20 seconds in the docs",  # prose, no JSON member
+    ],
+)
+def test_an_estimated_time_that_is_no_delay_is_no_hint(text: str) -> None:
+    assert parse_timing(text, NOW) is None
+
+
 def test_structured_hint_beats_an_earlier_text_hint() -> None:
     hint = parse_timing('Please retry in 47s. {"retryDelay": "26s"}', NOW)
     assert hint == TimingHint(retry_after_s=26, reset_at=None, source="structured")

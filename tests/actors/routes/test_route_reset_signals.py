@@ -152,6 +152,12 @@ RESET_SIGNALS: list[tuple[str, Evidence, datetime]] = [
         stderr("Workflow could not be published: Too Many Requests: retry after 35"),
         in_seconds(35),
     ),
+    (
+        "a model hugging face is loading, its estimated_time",
+        http(503, '{"error":"Model m/x is currently loading","estimated_time":20.0}', {},
+             provider="huggingface"),
+        in_seconds(20),
+    ),
 ]  # fmt: skip
 
 
