@@ -48,5 +48,9 @@ class SharedDocuments:
         self._documents[text] = document
 
 
-PROFILE_TEXTS: Final = SharedTexts(bound=1024)
-PROFILE_DOCUMENTS: Final = SharedDocuments(bound=1024)
+# An entry is a parsed document and its text, ~3 KB: 256 of them are under 1 MiB a table.
+# A fleet runs far fewer distinct profiles at once; every route's Start brings a document
+# of its own that is encoded once and never seen again, and these must not make the
+# tables grow with the routes (bench/timers.py's memory per idle route counts them).
+PROFILE_TEXTS: Final = SharedTexts(bound=256)
+PROFILE_DOCUMENTS: Final = SharedDocuments(bound=256)
