@@ -241,8 +241,9 @@ def report_lines(text: str) -> list[str]:
     return lines
 
 
-# A line inside a pretty-printed JSON body: indented, or closing it.
-_JSON_BODY_LINE = re.compile(r"^(?:[ \t]+\S|[}\]])")
+# A line inside a pretty-printed JSON body: indented, closing it, or a member printed
+# without indentation ('"code": -32603,', layercodedev/sled#4).
+_JSON_BODY_LINE = re.compile(r"^(?:[ \t]+\S|[}\]]|\"[^\"\n]{1,80}\"\s*:)")
 
 
 def undecorated_lines(text: str) -> list[str]:
