@@ -136,6 +136,13 @@ def test_report_lines_keep_error_prefixed_lines_and_their_json_body_only() -> No
     assert report_lines(chunk) == ["error: {", '"code": 429', "}"]
 
 
+def test_a_json_body_printed_without_indentation_stays_with_its_report_line() -> None:
+    # A JSON-RPC error whose members start at column 0 (layercodedev/sled#4); prose after
+    # the body is still not part of it.
+    chunk = 'Agent error: {\n"code": -32603,\n"message": "Internal error"\n}\nI will retry.'
+    assert report_lines(chunk) == ["agent error: {", '"code": -32603,', '"message": "internal error"', "}"]
+
+
 def test_a_chunk_opening_with_an_agents_apology_header_is_its_error_report() -> None:
     # Warp prints its error reports under a fixed apology; the lines after it are the report.
     chunk = "I'm sorry, I couldn't complete that request.\n\nRequest failed with error: QuotaLimit"
