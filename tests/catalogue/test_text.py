@@ -140,7 +140,12 @@ def test_a_json_body_printed_without_indentation_stays_with_its_report_line() ->
     # A JSON-RPC error whose members start at column 0 (layercodedev/sled#4); prose after
     # the body is still not part of it.
     chunk = 'Agent error: {\n"code": -32603,\n"message": "Internal error"\n}\nI will retry.'
-    assert report_lines(chunk) == ["agent error: {", '"code": -32603,', '"message": "internal error"', "}"]
+    assert report_lines(chunk) == [
+        "agent error: {",
+        '"code": -32603,',
+        '"message": "internal error"',
+        "}",
+    ]
 
 
 def test_a_chunk_opening_with_an_agents_apology_header_is_its_error_report() -> None:
