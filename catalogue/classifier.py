@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
+from threading import Lock
 
 from catalogue.classification import Classification, adopt_fields, field_template
 from catalogue.codes import (
@@ -357,10 +357,20 @@ def _timing(
     return hint.retry_after_s, hint.reset_at, source
 
 
-@cache
+_DEFAULT: list[Catalogue] = []
+_DEFAULT_BUILDING = Lock()
+
+
 def default_catalogue() -> Catalogue:
-    """The catalogue built from the shipped rule files (loaded once per process)."""
-    return Catalogue(load_builtin_rules())
+    """The catalogue built from the shipped rule files (built once per process: a caller
+    that finds another thread building it waits for that one, ~1 s of CPU, instead of
+    building a second)."""
+    if _DEFAULT:
+        return _DEFAULT[0]
+    with _DEFAULT_BUILDING:
+        if not _DEFAULT:
+            _DEFAULT.append(Catalogue(load_builtin_rules()))
+    return _DEFAULT[0]
 
 
 def classify(evidence: Evidence, now: datetime | None = None) -> Classification:

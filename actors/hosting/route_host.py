@@ -23,10 +23,9 @@ guards (`session_guard`, `notice_counts`; a ManualClock host: `advance_clock`).
 On start (including every restart by Ray, `max_restarts=-1`) the host rehydrates: it
 reads the pending schedules of the routes in its index set and arms them, so overdue ones
 fire at once; with a dispatcher it then reconciles the pending dispatches
-(`actors.jobs.dispatch.reconcile`); then it loads the catalogue (compiling its rules takes
-~1.3 s of CPU, which would otherwise stall the round of the host's first failure report)
-and settles the collector (actors/hosting/host_gc.py; full collections are the tail of
-timer lateness, docs/DESIGN.md §5a). Calls wait for rehydration to finish.
+(`actors.jobs.dispatch.reconcile`) and settles the collector (actors/hosting/host_gc.py,
+docs/DESIGN.md §5a). Calls wait for rehydration; the rules compile in a thread after it
+(`warm_catalogue`), which `ready` waits for too.
 
 Declared as a plain class; the runtime wraps it with `ray.remote(max_restarts=-1,
 max_task_retries=-1)`. With task retries on, a call whose first attempt committed before
@@ -63,7 +62,7 @@ from actors.hosting import memory as host_memory
 from actors.hosting.batcher import BatchItem, HostRequest, ReadHistory, ReadSnapshot
 from actors.hosting.circuit_client import ActorCircuits
 from actors.hosting.host_dispatch import HostDispatch
-from actors.hosting.host_gc import settle_host_gc
+from actors.hosting.host_gc import settle_host_gc, warm_catalogue
 from actors.hosting.host_wakes import WakeFollower
 from actors.hosting.memory import HostMemory
 from actors.hosting.metrics import circuit_metrics, notice_metrics, route_metrics
@@ -78,7 +77,6 @@ from actors.routes.models import RouteSnapshot, ScheduleEntry
 from actors.store.circuit_store import CircuitStore
 from actors.store.route_store import DEFAULT_MAX_CONNECTIONS, RouteStore
 from actors.store.wakes import last_wake_id
-from catalogue import default_catalogue
 
 REHYDRATE_RETRY_S: Final = 1.0
 log = logging.getLogger(__name__)
@@ -167,8 +165,10 @@ class RouteHost:
     # Lifecycle and introspection
 
     async def ready(self) -> int:
-        """Wait for rehydration; the number of schedules it armed."""
+        """Wait for rehydration and the catalogue (what a runtime's start waits for; a host
+        Ray restarted serves calls before its catalogue); the number of schedules armed."""
         await self._ready
+        await self._warming
         return len(self._rehydrated)
 
     async def process_id(self) -> int:
@@ -247,8 +247,8 @@ class RouteHost:
                     self.host_id,
                     error_text(error),
                 )
-        default_catalogue()  # its rules compile now (~1.3 s of CPU), not in a first report
         settle_host_gc()
+        self._warming = self._loop.create_task(warm_catalogue())
         log.info("route host %s rehydrated %d schedules", self.host_id, len(entries))
 
     async def _own_schedules(self) -> list[ScheduleEntry]:
