@@ -212,7 +212,12 @@ _REPORT_HEADER = re.compile(
 # A streamed API's failure event relayed whole as a chunk: the Responses API's
 # '{"type":"response.failed","response":{...,"error":{...}}}' (Wei-Shaw/sub2api#5909) or a
 # Messages stream's '{"type":"error","error":{...}}'. Prose never opens with it.
-_ERROR_EVENT = re.compile(r'\{\s*"type"\s*:\s*"(?:response\.failed|error)"\s*,')
+# A JSON-RPC error response relayed whole ('{"jsonrpc":"2.0","id":4,"error":{...}}',
+# agent-shell) is one too.
+_ERROR_EVENT = re.compile(
+    r'\{\s*"type"\s*:\s*"(?:response\.failed|error)"\s*,'
+    r'|\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*[^,{}]{1,40},\s*"error"\s*:'
+)
 
 
 def report_lines(text: str) -> list[str]:

@@ -148,6 +148,15 @@ def test_a_json_body_printed_without_indentation_stays_with_its_report_line() ->
     ]
 
 
+def test_a_chunk_opening_with_a_json_rpc_error_response_is_its_error_report() -> None:
+    # A JSON-RPC error relayed whole as a chunk (Emacs agent-shell); the same response
+    # quoted inside prose is not a report.
+    chunk = '{"jsonrpc":"2.0","id":4,"error":{"code":-32603,"message":"Internal error"}}'
+    assert report_lines(chunk) == [chunk.lower()]
+    assert report_lines("An ACP error looks like " + chunk) == []
+    assert report_lines('{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}') == []
+
+
 def test_a_chunk_opening_with_an_agents_apology_header_is_its_error_report() -> None:
     # Warp prints its error reports under a fixed apology; the lines after it are the report.
     chunk = "I'm sorry, I couldn't complete that request.\n\nRequest failed with error: QuotaLimit"
