@@ -19,6 +19,9 @@ class SharedTexts:
         self.bound = bound
         self._texts: dict[int, tuple[Any, str]] = {}
 
+    def __len__(self) -> int:
+        return len(self._texts)
+
     def text(self, value: Any, encode: Callable[[Any], str]) -> str:
         """`value`'s JSON (`encode(value)`), encoded once while kept."""
         found = self._texts.get(id(value))
@@ -38,6 +41,9 @@ class SharedDocuments:
     def __init__(self, bound: int) -> None:
         self.bound = bound
         self._documents: dict[str, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._documents)
 
     def get(self, text: str) -> Any:
         return self._documents.get(text)
