@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Awaitable
 from typing import Final
 
 from catalogue import default_catalogue
@@ -35,10 +36,12 @@ def settle_host_gc() -> None:
     gc.set_threshold(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)
 
 
-async def warm_catalogue() -> None:
-    """Compile the shipped catalogue's rules (~1 s of CPU) in a thread, then freeze them
-    out of collections as `settle_host_gc` froze the rest. A host serves reads, timers
-    and commands meanwhile (a restarted host is back that much sooner); a report that
-    needs the catalogue first waits for this build rather than starting a second."""
+async def warm_catalogue(*, after: Awaitable[object]) -> None:
+    """Once `after` is done (a host's rehydration), compile the shipped catalogue's rules
+    (~1 s of CPU) in a thread, then freeze them out of collections as `settle_host_gc`
+    froze the rest. A host serves reads, timers and commands meanwhile (a restarted host
+    is back that much sooner); a report that needs the catalogue first waits for this
+    build rather than starting a second."""
+    await after
     await asyncio.to_thread(default_catalogue)
     gc.freeze()

@@ -161,6 +161,7 @@ class RouteHost:
         # without waiting for a first call (a restarted host has timers to fire).
         self._loop = asyncio.get_running_loop()
         self._ready = self._loop.create_task(self._rehydrate())
+        self._warming = self._loop.create_task(warm_catalogue(after=self._ready))
 
     # Lifecycle and introspection
 
@@ -248,7 +249,6 @@ class RouteHost:
                     error_text(error),
                 )
         settle_host_gc()
-        self._warming = self._loop.create_task(warm_catalogue())
         log.info("route host %s rehydrated %d schedules", self.host_id, len(entries))
 
     async def _own_schedules(self) -> list[ScheduleEntry]:
