@@ -43,6 +43,7 @@ from actors.demo.turns import SessionScript
 from actors.errors import TransitionRejectedError
 from actors.hosting.handle import RouteHandle
 from actors.routes.models import RouteSnapshot
+from actors.store.cancels import raise_if_cancelled
 from policy import DynamicProfile
 
 POP_TIMEOUT_S: Final = 1
@@ -84,6 +85,7 @@ class DispatchInbox:
     async def run(self) -> None:
         while True:
             popped = await self._client.blpop([self._keys.turns], timeout=POP_TIMEOUT_S)
+            raise_if_cancelled()  # the fleet's teardown cancels this loop and waits for it
             if popped is None:
                 continue
             record = DispatchRecord.model_validate_json(popped[1])
@@ -143,6 +145,7 @@ class Session:
         """Attempts until the turn succeeds (the route) or the route is closed (None)."""
         first = True
         while True:
+            raise_if_cancelled()  # a route or Redis call may have swallowed the teardown's
             candidate = candidate_of(self.profile, snap.candidate_id)
             failure = self.script.attempt(candidate, _now(), first=first)
             first = False
@@ -168,6 +171,7 @@ class Session:
     async def _follow(self, snap: RouteSnapshot) -> RouteSnapshot | None:
         """Follow the decision until the route is ready for the next attempt."""
         while True:
+            raise_if_cancelled()
             if snap.state in WAITING:
                 snap = await self._wait_dispatch(snap)
             if snap.state == "action_required":
@@ -188,6 +192,7 @@ class Session:
             return cancelled.snapshot
         queue = self.inbox.queue(self.route_id)
         while True:
+            raise_if_cancelled()  # 3.11's wait_for can return a result and drop a cancel
             try:
                 record = await asyncio.wait_for(queue.get(), RECHECK_S)
             except TimeoutError:

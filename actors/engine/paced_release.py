@@ -30,6 +30,7 @@ from typing import Final
 from actors.clock import Clock
 from actors.errors import RecoveryError, error_text
 from actors.keys import AttemptFence
+from actors.store.cancels import raise_if_cancelled
 from actors.store.circuit_store import CircuitStore
 from circuits import (
     CircuitStatus,
@@ -125,6 +126,7 @@ class PacedRelease:
         epoch: int | None = None
         while True:
             view = await self._store.view(resource)
+            raise_if_cancelled()  # a host closing cancels its releases
             if view.status is not CircuitStatus.CLOSED:
                 return
             if view.state.lease_epoch != epoch:  # closed again by another probe since

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from actors.engine.circuit_round import CircuitPort, CircuitRound, Release
+from actors.store.cancels import raise_if_cancelled
 
 FIRST_DELAY_S: Final = 0.05
 MAX_DELAY_S: Final = 5.0
@@ -94,6 +95,7 @@ class Redelivery:
         while self._pending:
             await asyncio.sleep(delay)
             progressed = await self._send_all()
+            raise_if_cancelled()  # aclose waits for this loop: a swallowed cancel must end it
             delay = FIRST_DELAY_S if progressed else min(MAX_DELAY_S, delay * 2)
         self._idle.set()
 

@@ -23,7 +23,6 @@ sample of a metric, nothing else: the ledger keeps the same facts.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,6 +34,7 @@ from redis.exceptions import RedisError
 from actors.errors import StoreUnavailableError
 from actors.keys import AttemptFence, KeySpace
 from actors.routes.models import RouteSnapshot
+from actors.store.cancels import raise_if_cancelled
 
 DEFAULT_MAXLEN: Final = 10_000
 FOLLOW_COUNT: Final = 500
@@ -164,9 +164,9 @@ async def next_wakes(
             {keys.host_wakes(host_id): after}, count=FOLLOW_COUNT, block=block_ms
         )
     except RedisError as error:
-        _raise_if_cancelled()
+        raise_if_cancelled()
         raise StoreUnavailableError("wakes", type(error).__name__) from error
-    _raise_if_cancelled()
+    raise_if_cancelled()
     wakes: list[Wake | Delivered | Dispatched] = []
     for _stream, entries in reply or []:
         for entry_id, fields in entries:
@@ -175,15 +175,6 @@ async def next_wakes(
             if wake is not None:
                 wakes.append(wake)
     return after, wakes
-
-
-def _raise_if_cancelled() -> None:
-    """redis-py can swallow a cancel that lands while it opens its connection (the read
-    then returns, or fails, as if nothing happened): honour the cancel the caller asked
-    for, or a follower would never stop."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 def _decoded(fields: dict[str, str]) -> Wake | Delivered | Dispatched | None:

@@ -155,3 +155,36 @@ def test_a_round_too_old_to_matter_is_given_up() -> None:
         assert redelivery.given_up == 1
 
     asyncio.run(scenario())
+
+
+class _SwallowingPort(_FlakyPort):
+    """Never takes a round; a delivery cancelled while it waits is reported undelivered
+    with the cancel left unhonoured, once (what redis-py was seen doing to a cancel)."""
+
+    def __init__(self) -> None:
+        super().__init__(failures=0)
+        self.sending = asyncio.Event()
+        self.swallowed = 0
+
+    async def apply_round(self, round_: CircuitRound) -> Applied:
+        if self.swallowed:
+            return Applied(undelivered=round_)
+        self.sending.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.swallowed += 1
+        return Applied(undelivered=round_)
+
+
+def test_closing_the_redelivery_stops_it_even_when_its_write_swallowed_the_cancel() -> None:
+    async def scenario() -> tuple[bool, int, int]:
+        port = _SwallowingPort()
+        redelivery = Redelivery(port)
+        redelivery.add(a_round())
+        await asyncio.wait_for(port.sending.wait(), WAIT_S)
+        closing = asyncio.ensure_future(redelivery.aclose())
+        await asyncio.wait({closing}, timeout=WAIT_S)
+        return closing.done(), port.swallowed, len(redelivery)
+
+    assert asyncio.run(scenario()) == (True, 1, 1)  # stopped; the round is still held
