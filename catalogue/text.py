@@ -76,6 +76,10 @@ _STATUS_CONTEXT = re.compile(
 # the one context that does not open with a literal, matched only near the start.
 _STATUS_OPENING = re.compile(r"[\s⎿●⏺✕✖•·│>]+$")
 _OPENING_REACH = 24  # the context window: a number further in has no opening before it
+# A request line with the answer's status after its URL, as a browser console or an HTTP
+# client's log prints it ("POST https://api.openai.com/v1/chat/completions 401").
+_REQUEST_LINE = re.compile(r"(?:get|post|put|patch|delete) https?://[^\s\"'<>]{1,300} $")
+_REQUEST_REACH = 320  # the method, the scheme and the longest URL it reads
 _STATUS_PHRASE = re.compile(
     r" (?:too many requests|service unavailable|bad gateway|gateway timeout|"
     r"internal server error|unauthorized|forbidden|not found|bad request|payment required|"
@@ -188,6 +192,8 @@ def status_in_text(lowered: str) -> int | None:
         ):
             return int(match.group())
         if _STATUS_PHRASE.match(lowered, end):
+            return int(match.group())
+        if _REQUEST_LINE.search(lowered, max(0, start - _REQUEST_REACH), start):
             return int(match.group())
     return None
 
