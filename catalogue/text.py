@@ -69,6 +69,8 @@ _STATUS_CONTEXT = re.compile(
     r"(?:status(?: code)?(?: is)?[:= ]\s*\(?|error code\"?(?: is)?:?\s*|code\"?(?: is)?:?\s*|"
     r"unexpected status |http(?:/[12](?:\.[01])?)?[ :]\s*|"
     r"httpstatuscode\"?:\s*|<status:\s*|error:?\s*\(?|message:\s*|\n|\[|"
+    # Chinese UIs: "HTTP 错误！状态：400" (status), "状态码: 429" (status code).
+    r"状态码?[：:]\s*|"
     # Rust's Debug of a status error (Warp's 'ErrorStatus(500, "")').
     r"errorstatus\()$"
 )
@@ -202,7 +204,11 @@ def status_in_text(lowered: str) -> int | None:
 _REPORT_DECORATION = re.compile(r"^[\s●⏺⎿✕✖✗✘■•·│>*\-\[]*")
 _REPORT_PREFIX = re.compile(
     r"(?:(?:acp|agent|json-?rpc|rpc)(?: protocol)? )?"
-    r"(?:api error|internal error|error|fatal|错误|ошибка|erreur|fehler)\b\s*[:：(\[]|api error\b"
+    r"(?:api error|internal error|error|fatal|错误|ошибка|erreur|fehler)\b\s*[:：(\[]|api error\b|"
+    # An editor's heading for an ACP turn that ended in error ("### ❌ Agent finished
+    # with error: {code = -32603, ...}", agentclientprotocol/claude-agent-acp#296).
+    # A '#' opens only this heading: in a chunk's prose it is a code comment's.
+    r"(?:#{1,6} )?(?:❌ )?agent (?:finished|stopped|ended|exited) with (?:an )?error\s*[:：]"
 )
 
 

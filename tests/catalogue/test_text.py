@@ -67,6 +67,9 @@ def test_mid_word_wraps(text: str, wraps: bool) -> None:
         ("Fatal error: Error Code: 403, Message: Permission denied", 403),
         ("OAI Compatible API error: [400] Bad Request", 400),
         ("upstream said 503 service unavailable", 503),
+        ("Error: HTTP 错误！状态：400，响应：{}", 400),
+        ("请求失败，状态码: 429", 429),
+        ("状态：4001 个文件", None),
         ("plugin:text2anki-openai:734  POST https://api.openai.com/v1/chat/completions 401", 401),
         ("GET https://api.example.com/v1/models 404 (Not Found)", 404),
         ("POST https://api.openai.com/v1/chat/completions?x=1 took 429 ms", None),
@@ -159,6 +162,18 @@ def test_a_chunk_opening_with_a_json_rpc_error_response_is_its_error_report() ->
     assert report_lines(chunk) == [chunk.lower()]
     assert report_lines("An ACP error looks like " + chunk) == []
     assert report_lines('{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}') == []
+
+
+def test_an_editors_heading_for_an_acp_turn_ended_in_error_opens_a_report() -> None:
+    # As an editor renders it (agentclientprotocol/claude-agent-acp#296); a code comment
+    # in the model's prose that says "error:" is no report.
+    chunk = (
+        "### ❌ Agent finished with error: {\n    code = -32603,\n"
+        '    message = "Internal error: Prompt is too long"\n  }'
+    )
+    assert report_lines(chunk)[0] == "### ❌ agent finished with error: {"
+    assert report_lines("Try this:\n# error: rate limit exceeded, sleep and retry") == []
+    assert report_lines("The agent finished with error handling in place.") == []
 
 
 def test_a_chunk_opening_with_an_agents_apology_header_is_its_error_report() -> None:
