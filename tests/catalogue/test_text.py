@@ -69,6 +69,8 @@ def test_mid_word_wraps(text: str, wraps: bool) -> None:
         ("upstream said 503 service unavailable", 503),
         ("Error: HTTP 错误！状态：400，响应：{}", 400),
         ("请求失败，状态码: 429", 429),
+        ('Reason: Request Failed: 400 {"error":{"message":"x"}}', 400),
+        ("Request failed: 4000 tokens over budget", None),
         ("状态：4001 个文件", None),
         ("plugin:text2anki-openai:734  POST https://api.openai.com/v1/chat/completions 401", 401),
         ("GET https://api.example.com/v1/models 404 (Not Found)", 404),
