@@ -61,7 +61,9 @@ def one_round(client: Redis, jobs: int, number: int) -> dict[str, float]:
     worker.work(burst=True, logging_level="WARNING", with_scheduler=False)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     server_cpu = _server_cpu_s(client) - server_cpu
-    commands = _commands(client) - commands - 2  # the two INFO calls of the reading
+    # The reading's own calls counted in between: the first INFO commandstats and both
+    # INFO cpu (an INFO is counted once it has answered, so the last one is not).
+    commands = _commands(client) - commands - 3
     if len(queue.finished_job_registry) != jobs:
         raise RuntimeError(f"{jobs} jobs enqueued, {len(queue.finished_job_registry)} finished")
     return {
