@@ -4,8 +4,10 @@
 Relays and localised agents wrap a provider's delay in their own language but keep the
 provider's number and unit. Only the phrases that ask the *caller* to retry or wait are
 read; a client announcing its own retry ("将在 30s 后自动重试": it will retry by itself) is
-a countdown, not a hint. The duration itself is read by `catalogue._durations`, so only
-English units count: a unit in another script ("30 秒") is not read here.
+a countdown, not a hint. The duration itself is read by `catalogue._durations`, so English
+units count; a unit in another script ("30 秒") only where the caller is asked to retry
+after it ("请 117 秒后重试": please retry in 117 seconds), never in a status line ("冷却中: 剩余
+30 秒": cooling down, 30 s left) nor in a proxy's log of its own retry ("15秒后重试").
 
 Every pattern is a fixed phrase next to a bounded duration: matching is linear. Expects
 lowercased text; returns None rather than raising.
@@ -53,6 +55,13 @@ _AFTER = re.compile(
 _DE_AGAIN = re.compile(
     rf"(?<![^\W\d_])(?:in|nach)\s+(?P<run>{_RUN})\s+(?:erneut|nochmal|noch\s+einmal|wieder)\b"
 )
+# "Please retry in <n> <unit>" with a Chinese unit (a relay's 429: "所有账号均已达速率限制，请
+# 117 秒后重试", dwgx/WindsurfAPI#66): the 请 is what makes it the caller's to wait.
+_ZH_PLEASE_RETRY = re.compile(
+    r"请\s{0,2}(?:在\s{0,2})?(?P<number>\d{1,7})\s{0,2}(?P<unit>秒钟?|分钟|分|小时|小時)"
+    r"\s{0,2}(?:之后|以后|后|後)\s{0,2}再?\s{0,2}(?:重试|再试|重新尝试|再次尝试|重試|尝试)"
+)
+_ZH_UNIT_SECONDS = {"秒": 1, "秒钟": 1, "分钟": 60, "分": 60, "小时": 3600, "小時": 3600}
 # The client announcing its own retry: "将在 30s 后自动重试", "正在重试", "自动重试".
 _CLIENT_SIDE = re.compile(r"将|正在|自动|自動|자동")
 
@@ -76,6 +85,10 @@ def foreign_delay(t: str) -> tuple[float, int] | None:
             seconds = read_full_duration(match["run"])
             if seconds is not None:
                 found.append((match.start(), seconds))
+    if not t.isascii():
+        for match in _ZH_PLEASE_RETRY.finditer(t):
+            seconds = int(match["number"]) * _ZH_UNIT_SECONDS[match["unit"]]
+            found.append((match.start(), float(seconds)))
     if not found:
         return None
     position, seconds = min(found)

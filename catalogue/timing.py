@@ -117,8 +117,11 @@ _ATTEMPT_AFTER = re.compile(r"[\s.…·,;:()\[\]-]{0,16}attempt\b")
 # Claude Code: "Claude AI usage limit reached|1748268000" (epoch seconds or milliseconds).
 _EPOCH_AFTER_PIPE = re.compile(r"limit\s+reached\s*\|\s*(\d{1,16})(?![\d.])")
 # Phrases a server uses before an instant, matched like `_DELAY_LEAD`.
+# "Retry after" is a delay lead too: an instant follows it where the delay reader found no
+# duration (Sourcegraph's Go-printed "Retry after 2024-06-27 03:57:26 +0000 UTC").
 _INSTANT_LEAD = re.compile(
-    r"(?<![^\W\d_])(?:resets?|(?:try\s+again|retry|available)\s+at)\s+(?:at\s+|on\s+)?"
+    r"(?<![^\W\d_])(?:resets?|(?:try\s+again|retry|available)\s+at|retry\s+after)"
+    r"\s+(?:at\s+|on\s+)?"
 )
 # Keywords that start a lead phrase ("try" also finds "retry", two characters earlier).
 _LEAD_KEYWORDS = ("try", "reset", "wait", "available", "requested")

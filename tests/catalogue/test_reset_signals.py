@@ -398,6 +398,10 @@ FOREIGN_DELAYS = [
     ("Aguarde 40s e tente novamente", 40),
     ("Zu viele Anfragen. Bitte in 2m erneut versuchen.", 120),
     ("Слишком много запросов, повторите попытку через 15s", 15),
+    # A Chinese unit where the caller is asked to retry after it (dwgx/WindsurfAPI#66).
+    ("gpt-5.1 所有账号均已达速率限制，请 117 秒后重试 (request id: 2026)", 117),
+    ("请求过于频繁，请在2分钟后再试", 120),
+    ("额度已用尽，请 1 小时后重试", 3600),
 ]
 
 
@@ -413,7 +417,10 @@ def test_a_delay_in_another_languages_retry_phrase_is_read(text: str, seconds: f
     [
         "将在 30s 后自动重试 (3/10)",  # the client's own retry announcement
         "正在重试，30s 后重试",
-        "冷却中：剩余 30 秒",  # a unit in another script is not read
+        "冷却中：剩余 30 秒",  # a unit in another script, in no request to the caller
+        # A proxy's log of its own fixed retry (lbjlaq/Antigravity-Manager#1015).
+        "WARN proxy::rate_limit: 检测到模型容量不足，15秒后重试",
+        "将在 15 秒后自动重试",
         "模型加载耗时 30s 后完成",  # a duration with no retry phrase
     ],
 )

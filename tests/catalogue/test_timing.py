@@ -281,6 +281,15 @@ def test_clock_time_in_a_daylight_saving_gap_still_gives_a_valid_hint() -> None:
         ("retry at 2026-11-29 18:30:00.250 UTC", at(2026, 11, 29, 18, 30, 0, 250000)),
         ("available at 2026-12-01T00:00:00-05:00", at(2026, 12, 1, 5)),
         ("reset at 2026-11-29T12:00:01.123456789Z", at(2026, 11, 29, 12, 0, 1, 123456)),
+        # Go's time.Time as printed (sourcegraph/jetbrains#1824), after "retry after".
+        (
+            "rate limit of 2000 requests. Retry after 2026-11-30 03:57:26 +0000 UTC",
+            at(2026, 11, 30, 3, 57, 26),
+        ),
+        (
+            "retry after 2026-11-30 03:57:26.5 +0200 CEST m=+3600.1",
+            at(2026, 11, 30, 1, 57, 26, 500000),
+        ),
     ],
 )
 def test_iso_instant_with_an_offset_is_a_reset_instant(text: str, expected: datetime) -> None:
