@@ -87,6 +87,11 @@ _RETRY_DELAY_GO_MAP = re.compile(r"(?<![\w\\\"'])retrydelay:(\d{1,12}(?:\.\d{1,1
 _ESTIMATED_TIME = re.compile(
     r"""\\*["']estimated_time\\*["']\s*:\s*(\d{1,12}(?:\.\d{1,20})?)(?![\d.])"""
 )
+# A relay's cooldown of its credentials for a model, in seconds, beside its message
+# (CLIProxyAPI's 429 '{"error":{"code":"model_cooldown","message":"All credentials for model
+# coder-model are cooling down",...,"reset_seconds":25803,"reset_time":"7h10m2s"}}',
+# router-for-me/CLIProxyAPI#2018): when the server the agent talks to can answer again.
+_RESET_SECONDS = re.compile(r"""\\*["']reset_seconds\\*["']\s*:\s*(\d{1,12})(?![\d.])""")
 # A 429 whose delay is a bare count of seconds after "retry after", as Telegram's Bot API
 # words it ("Too Many Requests: retry after 35", relayed by n8n): no unit to read.
 _BEFORE_BARE_SECONDS: Final = "too many requests: "
@@ -132,6 +137,7 @@ _RETRY_DELAY_WORDS = frozenset({"retrydelay", "retry_delay"})
 TIMING_TRIGGERS: Final = (
     *("rate_limit_event", "resets_", *sorted(_RETRY_DELAY_WORDS), *_LEAD_KEYWORDS, "reached"),
     "estimated_time",
+    "reset_seconds",
     *HINT_WORDS,
 )
 _TRIGGER_SET = frozenset(TIMING_TRIGGERS)
@@ -155,19 +161,19 @@ _RESET_HEADER = re.compile(
 
 
 def parse_timing(text: str, now: datetime, zone: tzinfo | None = None) -> TimingHint | None:
-    """Timing hint stated in error text (source 'text', or 'structured' for Gemini
-    RetryInfo retryDelay, Claude Code's rate_limit_event, Codex's resets_at and Hugging Face's
-    estimated_time for a model it is loading). None when
-    there is none, it is unparseable, in the past, or more than 30 days away. Structured
-    beats text. Among text hints the latest trusted reset wins, as among headers and
-    structured windows: a text naming several exhausted windows ("session limit · resets
-    5pm (Europe/Paris)", "weekly limit · resets Dec 3 …") can only be retried once the last
-    of them has reset (at an equal instant, the first stated). A statement that is no hint
-    (a client countdown, a zone-less clock time, one in the past) takes no part. `zone` is
-    the zone of the machine the agent ran on: a clock time naming no zone ("try again at
-    9:15 AM") is read in it, and dropped without it. When no English lead phrase states a
-    hint, a retry or wait phrase in another language with English units ("请在 30s 后重试",
-    "Réessayez dans 45s") is read (catalogue._foreign_timing)."""
+    """Timing hint stated in error text (source 'text', or 'structured' for Gemini RetryInfo
+    retryDelay, Claude Code's rate_limit_event, Codex's resets_at, Hugging Face's
+    estimated_time for a model it is loading and a relay's reset_seconds for its cooling
+    credentials). None when there is none, it is unparseable, in the past, or more than 30
+    days away. Structured beats text. Among text hints the latest trusted reset wins, as
+    among headers and structured windows: a text naming several exhausted windows ("session
+    limit · resets 5pm (Europe/Paris)", "weekly limit · resets Dec 3 …") can only be retried
+    once the last of them has reset (at an equal instant, the first stated). A statement
+    that is no hint (a client countdown, a zone-less clock time, one in the past) takes no
+    part. `zone` is the zone of the machine the agent ran on: a clock time naming no zone
+    ("try again at 9:15 AM") is read in it, and dropped without it. When no English lead
+    phrase states a hint, a retry or wait phrase in another language with English units ("请在
+    30s 后重试", "Réessayez dans 45s") is read (catalogue._foreign_timing)."""
     return parse_lowered_timing(text.lower(), now, zone, None)
 
 
@@ -285,6 +291,8 @@ def _structured_hint(t: str, now: datetime, found: AbstractSet[str]) -> TimingHi
             hint = _relative(delay, "structured")
         return hint
     if "estimated_time" in found and (match := _ESTIMATED_TIME.search(t)) is not None:
+        return _relative(float(match.group(1)), "structured")
+    if "reset_seconds" in found and (match := _RESET_SECONDS.search(t)) is not None:
         return _relative(float(match.group(1)), "structured")
     return None
 

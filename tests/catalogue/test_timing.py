@@ -185,6 +185,28 @@ def test_an_estimated_time_that_is_no_delay_is_no_hint(text: str) -> None:
     assert parse_timing(text, NOW) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        # CLIProxyAPI's pool cooldown, hard-wrapped (router-for-me/CLIProxyAPI#2018).
+        ('{"error":{"code":"model_cooldown","message":"All credentials for model coder-model '
+         'are \n     cooling down","model":"coder-model","reset_seconds":25803,'
+         '"reset_time":"7h10m2s"}}', 25803),
+        ("{'code': 'model_cooldown', 'reset_seconds': 30}", 30),
+    ],
+)  # fmt: skip
+def test_a_relays_reset_seconds_is_a_structured_hint(text: str, seconds: float) -> None:
+    hint = parse_timing(text, NOW)
+    assert hint == TimingHint(retry_after_s=seconds, reset_at=None, source="structured")
+
+
+@pytest.mark.parametrize(
+    "text", ['{"reset_seconds": "soon"}', '{"reset_seconds": 1.5}', "reset_seconds=30"]
+)
+def test_a_reset_seconds_that_is_no_json_count_of_seconds_is_no_hint(text: str) -> None:
+    assert parse_timing(text, NOW) is None
+
+
 def test_structured_hint_beats_an_earlier_text_hint() -> None:
     hint = parse_timing('Please retry in 47s. {"retryDelay": "26s"}', NOW)
     assert hint == TimingHint(retry_after_s=26, reset_at=None, source="structured")
