@@ -74,7 +74,10 @@ _STATUS_CONTEXT = re.compile(
     # An editor's chat reason line ("Reason: Request Failed: 400 {...}", Copilot Chat).
     r"request failed:\s*|"
     # Rust's Debug of a status error (Warp's 'ErrorStatus(500, "")').
-    r"errorstatus\()$"
+    r"errorstatus\(|"
+    # A log line's level in brackets before the status ("[ERROR] 429 [object Object]", a
+    # VS Code extension's output, timkmecl/codegpt#2).
+    r"error\]\s*)$"
 )
 # A report's opening decoration (Claude Code's '  ⎿  503 {...}'), from the text's start:
 # the one context that does not open with a literal, matched only near the start.
