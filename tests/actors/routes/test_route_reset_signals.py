@@ -158,6 +158,25 @@ RESET_SIGNALS: list[tuple[str, Evidence, datetime]] = [
              provider="huggingface"),
         in_seconds(20),
     ),
+    (
+        "go's time.Time after 'retry after'",
+        stderr("RateLimitError: you have exceeded the rate limit of 2000 requests. Retry after "
+               "2026-03-02 03:57:26 +0000 UTC"),
+        datetime(2026, 3, 2, 3, 57, 26, tzinfo=UTC),
+    ),
+    (
+        "a chinese relay's 'please retry after n seconds'",
+        http(429, '{"error":{"message":"gpt-5.1 所有账号均已达速率限制，请 117 秒后重试 '
+             '(request id: 2026)","type":"upstream_error","code":"upstream_error"}}', {}),
+        in_seconds(117),
+    ),
+    (
+        "a relay's reset_seconds for its cooling credentials",
+        http(429, '{"error":{"code":"model_cooldown","message":"All credentials for model '
+             'coder-model are cooling down","model":"coder-model","reset_seconds":25803,'
+             '"reset_time":"7h10m2s"}}', {}),
+        in_seconds(25803),
+    ),
 ]  # fmt: skip
 
 
