@@ -154,6 +154,9 @@ def resource_key_for(candidate: ResourceKey, scope: Scope) -> ResourceKey | None
     return targets[0][0] if targets else None
 
 
+# Every failure a route round folds asks for its targets: the keys of the few candidates
+# seen lately are kept (each would otherwise be built again, validated, per report).
+@functools.lru_cache(maxsize=_RESOURCE_IDS_KEPT)
 def failure_targets(
     candidate: ResourceKey, scope: Scope, code: str
 ) -> tuple[tuple[ResourceKey, int], ...]:

@@ -307,9 +307,13 @@ class CircuitEffects:
             view = board.read.get(resource_id)
             if view is None or not counted:
                 continue
-            folded = view.state
-            for entry in counted:
-                folded = fold(folded, entry, now, self.binding.settings, resource_id)
+            # Folded once already, while the round was planned, unless some failure's
+            # transition was not written or a probe verdict changed the circuit since.
+            folded = board.failures_folded(resource_id, len(counted))
+            if folded is None:
+                folded = view.state
+                for entry in counted:
+                    folded = fold(folded, entry, now, self.binding.settings, resource_id)
             if folded == view.state:
                 continue  # already open (or nothing counts): no write on a hot circuit
             found.append(

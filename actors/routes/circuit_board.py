@@ -203,10 +203,21 @@ class CircuitBoard:
         self.denials: dict[str, ProbeDenied] = dict(denials or {})
         self.failures: dict[str, list[Counted]] = {}
         self.verdicts: dict[str, tuple[ProbeVerdict, datetime | None]] = {}
+        self.probed: set[str] = set()  # the circuits a probe verdict of the round changed
         self._noted: set[str] = set()  # routes whose report is folded in (once each)
 
     def key_of(self, snapshot: RouteSnapshot) -> ResourceKey | None:
         return candidate_key(snapshot, self.binding)
+
+    def failures_folded(self, resource_id: str, counted: int) -> CircuitState | None:
+        """The circuit's state read with the round's failures on it folded in, in order,
+        as the board holds it, when that is all it holds: each of the `counted` noted
+        failures is still counted and no probe verdict of the round changed the circuit
+        (else None: the caller folds what it counts onto the state read itself)."""
+        noted = self.failures.get(resource_id, ())
+        if resource_id not in self.read or resource_id in self.probed or len(noted) != counted:
+            return None
+        return self.states[resource_id]
 
     def resource(self, resource_id: str) -> ResourceKey | None:
         view = self.read.get(resource_id)
@@ -263,6 +274,7 @@ class CircuitBoard:
         state = self.states.get(circuit)
         if state is None:
             return
+        self.probed.add(circuit)
         if verdict is None:
             self.states[circuit] = machine.abandon_probe(state, token, now)
         else:

@@ -35,7 +35,8 @@ from pydantic import ValidationError
 
 from actors.errors import CorruptCircuitError
 from actors.routes.circuit_models import CircuitView
-from circuits import CircuitState, FailureMark, ProbeLease, ResourceKey
+from circuits import CircuitState, ProbeLease, ResourceKey
+from circuits.marks import MARKS
 from policy.decisions import utc_iso
 
 IDENTITY_FIELDS: Final = ("provider", "model", "credential_fingerprint")
@@ -54,7 +55,7 @@ def _epoch(moment: datetime | None) -> str:
 def circuit_fields(resource: ResourceKey, state: CircuitState, now: datetime) -> list[str]:
     """Every stored field of the circuit but `version`, as flat [name, value, ...]."""
     lease = state.lease
-    marks = [mark.model_dump(mode="json") for mark in state.recent_failures]
+    marks = MARKS.dump_python(state.recent_failures, mode="json")
     fields = {
         "resource_id": resource.resource_id,
         "provider": resource.provider,
@@ -135,10 +136,9 @@ def decode_state(resource_id: str, raw: Mapping[str, str]) -> CircuitState:
     try:
         values: dict[str, Any] = {
             "status": raw["state"],
-            "recent_failures": [
-                FailureMark.model_validate(mark)
-                for mark in json.loads(raw.get("recent_failures") or "[]")
-            ],
+            "recent_failures": MARKS.validate_python(
+                json.loads(raw.get("recent_failures") or "[]")
+            ),
             "opened_at": raw.get("opened_at") or None,
             "open_until": raw.get("open_until") or None,
             "reason": raw.get("reason") or None,

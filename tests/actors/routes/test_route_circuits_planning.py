@@ -15,6 +15,7 @@ from actors.routes.circuit_board import (
     CircuitBoard,
     candidate_key,
     covering,
+    fold,
 )
 from actors.routes.circuit_models import CircuitView
 from actors.routes.commands import (
@@ -217,6 +218,51 @@ def test_a_route_planned_again_in_its_round_is_counted_on_the_circuit_once() -> 
     assert circuits.states[provider].status is CircuitStatus.CLOSED
     report(other, T0, circuits)
     assert [entry.route_id for entry in circuits.failures[provider]] == ["route-1", "route-2"]
+
+
+def refolded(circuits: CircuitBoard, resource_id: str, routes: int) -> CircuitState:
+    """What the round's circuit write folds when it cannot take the board's state: the
+    first `routes` failures noted on the circuit, onto the state read."""
+    state = circuits.read[resource_id].state
+    for entry in circuits.failures[resource_id][:routes]:
+        state = fold(state, entry, T0, BINDING.settings, resource_id)
+    return state
+
+
+def test_the_board_hands_its_folded_failures_to_the_circuit_write_only_when_they_are_all() -> None:
+    """The round's circuit write takes the state the board folded while planning (the same
+    failures, in the same order, onto the same state read) instead of folding them again;
+    not when a failure's transition was not written, nor after a probe verdict."""
+    routes = [started(f"route-{n}") for n in range(3)]
+    circuits = board(routes[0], CircuitState())
+    for route in routes[:2]:
+        report(route, T0, circuits)
+    assert len(circuits.failures) == 2  # the model's circuit and the provider's
+    for rid in circuits.failures:
+        folded = circuits.failures_folded(rid, 2)
+        assert folded is not None
+        assert folded == refolded(circuits, rid, 2)
+        assert folded != circuits.read[rid].state  # two failures are marked on it
+        assert circuits.failures_folded(rid, 1) is None  # one transition not written
+    unread = CircuitBoard(BINDING)
+    report(routes[2], T0, unread)
+    assert all(unread.failures_folded(rid, 1) is None for rid in unread.failures)
+
+
+def test_after_a_probe_verdict_the_circuit_write_folds_the_failures_itself() -> None:
+    parked = report(started(), T0, board(started(), opened(for_s=60)))
+    assert parked.deadline is not None
+    due = parked.deadline
+    state, grant = machine.acquire_probe(opened(for_s=60), "h", due, timedelta(seconds=300))
+    assert isinstance(grant, ProbeGrant)
+    rid = provider_key(parked).resource_id
+    probe = fire(parked, due, board(parked, state, grants={ROUTE: (rid, grant)}))
+    circuits = board(probe, state)
+    report(probe, due + timedelta(seconds=1), circuits)  # the probe fails: a verdict
+    other = started("route-2")
+    report(other, due + timedelta(seconds=1), circuits)
+    assert circuits.verdicts[ROUTE][0] is False
+    assert circuits.failures_folded(rid, len(circuits.failures.get(rid, ()))) is None
 
 
 @pytest.mark.parametrize("code", ["context_length_exceeded", "content_policy"])
