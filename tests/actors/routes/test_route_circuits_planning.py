@@ -249,7 +249,10 @@ def test_the_board_hands_its_folded_failures_to_the_circuit_write_only_when_they
     assert all(unread.failures_folded(rid, 1) is None for rid in unread.failures)
 
 
-def test_after_a_probe_verdict_the_circuit_write_folds_the_failures_itself() -> None:
+def failed_probe() -> tuple[RouteSnapshot, datetime, str, CircuitBoard]:
+    """A route parked on an open circuit, fired as its probe once the backoff expired, and
+    its probe's failure reported: the route after it, when it was due, the circuit and
+    the board of the round that folded the verdict in."""
     parked = report(started(), T0, board(started(), opened(for_s=60)))
     assert parked.deadline is not None
     due = parked.deadline
@@ -258,10 +261,14 @@ def test_after_a_probe_verdict_the_circuit_write_folds_the_failures_itself() -> 
     rid = provider_key(parked).resource_id
     probe = fire(parked, due, board(parked, state, grants={ROUTE: (rid, grant)}))
     circuits = board(probe, state)
-    report(probe, due + timedelta(seconds=1), circuits)  # the probe fails: a verdict
-    other = started("route-2")
-    report(other, due + timedelta(seconds=1), circuits)
+    failed = report(probe, due + timedelta(seconds=1), circuits)
     assert circuits.verdicts[ROUTE][0] is False
+    return failed, due, rid, circuits
+
+
+def test_after_a_probe_verdict_the_circuit_write_folds_the_failures_itself() -> None:
+    _, due, rid, circuits = failed_probe()
+    report(started("route-2"), due + timedelta(seconds=1), circuits)
     assert circuits.failures_folded(rid, len(circuits.failures.get(rid, ()))) is None
 
 
@@ -276,16 +283,7 @@ def test_request_scope_failures_never_touch_circuits(code: str) -> None:
 
 
 def test_a_failed_probe_reopens_the_circuit_and_its_route_parks() -> None:
-    route = report(started(), T0, board(started(), opened(for_s=60)))
-    assert route.deadline is not None
-    due = route.deadline
-    state, grant = machine.acquire_probe(opened(for_s=60), "h", due, timedelta(seconds=300))
-    assert isinstance(grant, ProbeGrant)
-    rid = provider_key(route).resource_id
-    probe = fire(route, due, board(route, state, grants={ROUTE: (rid, grant)}))
-    circuits = board(probe, state)
-    failed = report(probe, due + timedelta(seconds=1), circuits)
-    assert circuits.verdicts[ROUTE][0] is False
+    failed, due, _, _ = failed_probe()
     assert failed.reason == REASON_PARKED
     assert failed.probe_token is None
     assert failed.deadline is not None
