@@ -71,6 +71,8 @@ _STATUS_CONTEXT = re.compile(
     r"httpstatuscode\"?:\s*|<status:\s*|error:?\s*\(?|message:\s*|\n|\[|"
     # Chinese UIs: "HTTP 错误！状态：400" (status), "状态码: 429" (status code).
     r"状态码?[：:]\s*|"
+    # "发生未知错误 (401)" (an unknown error occurred, koishijs/novelai-bot#48), "错误码: 400".
+    r"错误码?\s*[：:(（]\s*|"
     # An editor's chat reason line ("Reason: Request Failed: 400 {...}", Copilot Chat).
     r"request failed:\s*|"
     # Rust's Debug of a status error (Warp's 'ErrorStatus(500, "")').
