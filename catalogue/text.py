@@ -79,7 +79,10 @@ _STATUS_CONTEXT = re.compile(
     r"errorstatus\(|"
     # A log line's level in brackets before the status ("[ERROR] 429 [object Object]", a
     # VS Code extension's output, timkmecl/codegpt#2).
-    r"error\]\s*)$"
+    r"error\]\s*|"
+    # A status alone in parentheses after a colon ("Failed to load response from
+    # api.openai.com:\n(429)", wong2/chatgpt-google-extension#379).
+    r":\s*\()$"
 )
 # A report's opening decoration (Claude Code's '  ⎿  503 {...}'), from the text's start:
 # the one context that does not open with a literal, matched only near the start.

@@ -75,6 +75,8 @@ def test_mid_word_wraps(text: str, wraps: bool) -> None:
         ('Reason: Request Failed: 400 {"error":{"message":"x"}}', 400),
         ("Request failed: 4000 tokens over budget", None),
         ("[ERROR] 429 [object Object]", 429),
+        ("Failed to load response from api.openai.com:\n(429)", 429),
+        ("tokens used: (4096 of 8192)", None),
         ("[ERROR] 4290 lines written", None),
         ("[WARN] 429 requests queued", None),
         ("状态：4001 个文件", None),
