@@ -631,3 +631,26 @@ def test_a_random_run_stores_exactly_the_states_the_pure_machine_computes(
             assert (await store.view(RESOURCE)).state == expected
 
     run(fake_backend, scenario)
+
+
+def test_a_corrupt_failure_mark_in_redis_fails_its_circuit_alone_naming_the_field(
+    backend: Backend,
+) -> None:
+    """A mark edited by hand in the stored hash (an empty route id) is refused when the
+    store reads the circuit back, naming the field; the other circuits are written."""
+    now = backend.clock.now()
+    batches = [Batch(RESOURCE, ((hard(60), "a"),)), Batch(OTHER, ((hard(60), "a"),))]
+
+    async def scenario(store: CircuitStore) -> None:
+        await store.record_failure(OTHER, failure("network_unavailable"), "b", now)
+        key = store.keys.circuit(OTHER.resource_id)
+        marks = '[{"at":"2026-12-08T00:59:00Z","route_id":"","code":"provider_overloaded"}]'
+        await store.client.hset(key, "recent_failures", marks)
+        first, other = await store.record_failures_many(batches, now)
+        assert isinstance(first, CircuitView)
+        assert first.status is CircuitStatus.OPEN
+        assert isinstance(other, CorruptCircuitError)
+        assert "route_id" in str(other)
+        assert await store.client.hget(key, "recent_failures") == marks
+
+    run(backend, scenario)
